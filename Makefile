@@ -1,0 +1,30 @@
+# graft: `make serve` and `make test` set everything up first (Debian
+# packages, npm packages, the ggml source), then build, then run.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: setup configure build serve test clean format
+
+setup:
+	./scripts/setup.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+configure: setup $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+serve: build
+	$(BUILD)/bin/graft serve $(ARGS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+clean:
+	rm -rf $(BUILD)
+
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i

@@ -1,0 +1,19 @@
+# ggml: from an installed package, or built from the llama.cpp release tree
+# that scripts/fetch-ggml.sh puts in .deps/llama.cpp. Backend options
+# (GGML_CUDA, GGML_METAL, GGML_VULKAN, ...) pass straight through to ggml.
+if(GRAFT_SYSTEM_GGML)
+  find_package(ggml REQUIRED)
+  set(GRAFT_GGML_TARGET ggml::ggml)
+else()
+  if(NOT EXISTS "${GRAFT_GGML_SOURCE}/CMakeLists.txt")
+    message(FATAL_ERROR "ggml source not found in ${GRAFT_GGML_SOURCE}: run scripts/setup.sh (or make setup) first")
+  endif()
+  set(GGML_BUILD_TESTS OFF CACHE BOOL "" FORCE)
+  set(GGML_BUILD_EXAMPLES OFF CACHE BOOL "" FORCE)
+  set(GGML_NATIVE ${GRAFT_NATIVE} CACHE BOOL "" FORCE)
+  set(GGML_CCACHE ON CACHE BOOL "")
+  set(BUILD_SHARED_LIBS OFF CACHE BOOL "")
+  set(GGML_STATIC OFF CACHE BOOL "")
+  add_subdirectory(${GRAFT_GGML_SOURCE} ${CMAKE_BINARY_DIR}/ggml EXCLUDE_FROM_ALL)
+  set(GRAFT_GGML_TARGET ggml)
+endif()

@@ -1,0 +1,58 @@
+// `graft make-test-model`: writes a deterministic random-weight GGUF model.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/paths.h"
+#include "tools/test_model.h"
+
+namespace graft::cli {
+
+void add_make_test_model_command(CLI::App& app) {
+  auto spec = std::make_shared<TestModelSpec>();
+  auto out = std::make_shared<std::string>();
+  auto template_file = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
+  cmd->add_option("output", *out, "Path of the GGUF file to write")->required();
+  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--vocab", spec->vocab_path,
+                  "GGUF to copy the tokenizer from (default: the bundle's ggml-vocab-llama-bpe.gguf)");
+  cmd->add_option("--name", spec->name, "general.name")->capture_default_str();
+  cmd->add_option("--embd", spec->n_embd, "Embedding width")->capture_default_str();
+  cmd->add_option("--layers", spec->n_layer, "Number of layers")->capture_default_str();
+  cmd->add_option("--heads", spec->n_head, "Attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", spec->n_head_kv, "Key/value heads")->capture_default_str();
+  cmd->add_option("--head-dim", spec->head_dim, "Head width (0: embd / heads)")->capture_default_str();
+  cmd->add_option("--ffn", spec->n_ff, "Feed-forward width")->capture_default_str();
+  cmd->add_option("--ctx", spec->n_ctx, "Context length")->capture_default_str();
+  cmd->add_option("--rope-base", spec->rope_freq_base, "RoPE frequency base")->capture_default_str();
+  cmd->add_option("--rope-scaling", spec->rope_scaling, "RoPE scaling: linear or llama3 (default none)");
+  cmd->add_option("--rope-scale", spec->rope_scaling_factor, "RoPE scaling factor")->capture_default_str();
+  cmd->add_option("--type", spec->type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k")
+      ->capture_default_str();
+  cmd->add_flag("--tied", spec->tied_output, "Reuse the embedding as the output matrix");
+  cmd->add_option("--seed", spec->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--chat-template", *template_file,
+                  "File with the chat template to embed, or 'none' (default: the vocab's own)");
+  cmd->callback([=] {
+    if (spec->vocab_path.empty()) spec->vocab_path = bundle_vocab("llama-bpe");
+    if (*template_file == "none") {
+      spec->chat_template = "none";
+    } else if (!template_file->empty()) {
+      auto text = read_file(*template_file);
+      if (!text) {
+        std::fprintf(stderr, "graft: %s\n", text.error().message.c_str());
+        throw CLI::RuntimeError(1);
+      }
+      spec->chat_template = *text;
+    }
+    Status status = write_test_model(*spec, *out);
+    if (!status) {
+      std::fprintf(stderr, "graft: %s\n", status.error().message.c_str());
+      throw CLI::RuntimeError(1);
+    }
+    std::printf("wrote %s\n", out->c_str());
+  });
+}
+
+}  // namespace graft::cli

@@ -1,0 +1,12 @@
+// Each `graft` subcommand registers itself on the root app here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace graft::cli {
+
+void add_make_test_model_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+
+}  // namespace graft::cli

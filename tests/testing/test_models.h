@@ -1,0 +1,29 @@
+// Helpers for tests: bundle paths and small cached test models.
+#pragma once
+
+#include <string>
+
+#include "tools/test_model.h"
+
+namespace graft::testing {
+
+// The llama.cpp release tree the build was configured with.
+std::string bundle_dir();
+std::string bundle_vocab(const std::string& name);     // models/ggml-vocab-<name>.gguf
+std::string bundle_template(const std::string& name);  // models/templates/<name>.jinja
+
+// A small spec (2 layers, 128 wide) for fast tests, with the given vocab.
+TestModelSpec tiny_spec(const std::string& arch = "llama", const std::string& vocab = "llama-bpe",
+                        const std::string& type = "f32");
+
+// Writes the model once per ctest run into a folder shared by all tests
+// (atomically, so parallel tests are safe) and returns its path. The file
+// name encodes the spec.
+std::string test_model_path(const TestModelSpec& spec);
+
+std::string test_models_dir();
+
+// A per-process folder for files a test makes.
+std::string scratch_dir();
+
+}  // namespace graft::testing

@@ -1,0 +1,290 @@
+#include "test_model.h"
+
+#include <ggml-cpp.h>
+#include <ggml.h>
+#include <gguf.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <unistd.h>
+#include <vector>
+
+#include "io/gguf_file.h"
+#include "tools/random.h"
+
+namespace graft {
+
+namespace {
+
+struct TypeName {
+  const char* name;
+  ggml_type type;
+  int file_type;  // general.file_type as llama.cpp numbers it
+};
+
+constexpr TypeName kTypes[] = {
+    {"f32", GGML_TYPE_F32, 0},   {"f16", GGML_TYPE_F16, 1},   {"bf16", GGML_TYPE_BF16, 32},
+    {"q8_0", GGML_TYPE_Q8_0, 7}, {"q4_0", GGML_TYPE_Q4_0, 2}, {"q4_1", GGML_TYPE_Q4_1, 3},
+    {"q4_k", GGML_TYPE_Q4_K, 15}, {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18},
+};
+
+const TypeName* find_type(const std::string& name) {
+  for (const auto& t : kTypes) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
+
+// One tensor of the model: its shape and how to fill it.
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> ne;
+  ggml_type type;
+  std::function<void(std::vector<float>&)> fill;
+};
+
+// Tokens kept at full output weight: plain ASCII words (with the BPE or
+// SentencePiece space marker) and a little punctuation. Everything else is
+// scaled down so greedy text from a random model stays readable.
+bool is_readable_token(const std::string& piece) {
+  static const std::regex word("^(\xC4\xA0|\xE2\x96\x81)?[A-Za-z]+$");
+  static const std::regex punct("^[.,!?]$");
+  return std::regex_match(piece, word) || std::regex_match(piece, punct);
+}
+
+void fill_uniform(std::vector<float>& data, uint64_t seed, float stddev) {
+  SplitMix64 rng(seed);
+  const float half_width = stddev * std::sqrt(3.0f);
+  for (float& x : data) x = (rng.next_float() * 2.0f - 1.0f) * half_width;
+}
+
+void fill_around_one(std::vector<float>& data, uint64_t seed) {
+  SplitMix64 rng(seed);
+  for (float& x : data) x = 1.0f + (rng.next_float() - 0.5f) * 0.2f;
+}
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return SplitMix64(h).next();
+}
+
+Status check_spec(const TestModelSpec& s) {
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return errorf("invalid_argument", "unsupported architecture '{}' (llama, qwen2, qwen3)", s.arch);
+  }
+  if (!find_type(s.type)) return errorf("invalid_argument", "unsupported weight type '{}'", s.type);
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0) {
+    return errorf("invalid_argument", "every dimension must be positive");
+  }
+  if (s.n_head % s.n_head_kv != 0) {
+    return errorf("invalid_argument", "n_head ({}) must be a multiple of n_head_kv ({})", s.n_head, s.n_head_kv);
+  }
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0) {
+    return errorf("invalid_argument", "n_embd ({}) must be a multiple of n_head ({})", s.n_embd, s.n_head);
+  }
+  if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "llama3") {
+    return errorf("invalid_argument", "unknown rope scaling '{}' (linear, llama3)", s.rope_scaling);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<int> parse_weight_type(const std::string& name) {
+  const TypeName* t = find_type(name);
+  if (!t) return errorf("invalid_argument", "unsupported weight type '{}'", name);
+  return static_cast<int>(t->type);
+}
+
+Status write_test_model(const TestModelSpec& spec, const std::string& path) {
+  GRAFT_TRY_STATUS(check_spec(spec));
+  GRAFT_TRY(GgufFile vocab, GgufFile::open(spec.vocab_path));
+  GRAFT_TRY(std::vector<std::string> tokens, vocab.get_string_array("tokenizer.ggml.tokens"));
+  const int64_t n_vocab = static_cast<int64_t>(tokens.size());
+  const TypeName* wtype = find_type(spec.type);
+  const int head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
+  const int64_t block = ggml_blck_size(wtype->type);
+  for (int64_t width : {int64_t(spec.n_embd), int64_t(spec.n_ff), int64_t(spec.n_head) * head_dim}) {
+    if (width % block != 0) {
+      return errorf("invalid_argument", "type {} needs row widths that are multiples of {}, got {}", spec.type,
+                    block, width);
+    }
+  }
+
+  // Metadata: the vocab's tokenizer.* keys, then the architecture's own.
+  gguf_context_ptr meta(gguf_init_empty());
+  gguf_set_kv(meta.get(), vocab.raw());
+  for (const std::string& key : vocab.keys()) {
+    if (key.rfind("tokenizer.", 0) != 0) gguf_remove_key(meta.get(), key.c_str());
+  }
+  if (spec.chat_template == "none") {
+    gguf_remove_key(meta.get(), "tokenizer.chat_template");
+  } else if (!spec.chat_template.empty()) {
+    gguf_set_val_str(meta.get(), "tokenizer.chat_template", spec.chat_template.c_str());
+  }
+  const std::string a = spec.arch;
+  auto key = [&](const char* suffix) { return a + "." + suffix; };
+  gguf_set_val_str(meta.get(), "general.architecture", a.c_str());
+  gguf_set_val_str(meta.get(), "general.name", spec.name.c_str());
+  gguf_set_val_u32(meta.get(), "general.file_type", static_cast<uint32_t>(wtype->file_type));
+  gguf_set_val_u32(meta.get(), "general.quantization_version", GGML_QNT_VERSION);
+  gguf_set_val_u32(meta.get(), key("vocab_size").c_str(), static_cast<uint32_t>(n_vocab));
+  gguf_set_val_u32(meta.get(), key("context_length").c_str(), static_cast<uint32_t>(spec.n_ctx));
+  gguf_set_val_u32(meta.get(), key("embedding_length").c_str(), static_cast<uint32_t>(spec.n_embd));
+  gguf_set_val_u32(meta.get(), key("block_count").c_str(), static_cast<uint32_t>(spec.n_layer));
+  gguf_set_val_u32(meta.get(), key("feed_forward_length").c_str(), static_cast<uint32_t>(spec.n_ff));
+  gguf_set_val_u32(meta.get(), key("attention.head_count").c_str(), static_cast<uint32_t>(spec.n_head));
+  gguf_set_val_u32(meta.get(), key("attention.head_count_kv").c_str(), static_cast<uint32_t>(spec.n_head_kv));
+  gguf_set_val_u32(meta.get(), key("attention.key_length").c_str(), static_cast<uint32_t>(head_dim));
+  gguf_set_val_u32(meta.get(), key("attention.value_length").c_str(), static_cast<uint32_t>(head_dim));
+  gguf_set_val_f32(meta.get(), key("attention.layer_norm_rms_epsilon").c_str(), spec.rms_eps);
+  gguf_set_val_f32(meta.get(), key("rope.freq_base").c_str(), spec.rope_freq_base);
+  gguf_set_val_u32(meta.get(), key("rope.dimension_count").c_str(), static_cast<uint32_t>(head_dim));
+  if (spec.rope_scaling == "linear") {
+    gguf_set_val_str(meta.get(), key("rope.scaling.type").c_str(), "linear");
+    gguf_set_val_f32(meta.get(), key("rope.scaling.factor").c_str(), spec.rope_scaling_factor);
+  }
+
+  // Tensors, in llama.cpp's naming.
+  const uint64_t seed = spec.seed;
+  std::vector<TensorPlan> plan;
+  auto matrix = [&](const std::string& name, int64_t in, int64_t out, float stddev) {
+    plan.push_back({name, {in, out}, wtype->type, [=](std::vector<float>& d) {
+                      fill_uniform(d, name_seed(seed, name), stddev);
+                    }});
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    plan.push_back({name, {n}, GGML_TYPE_F32, [=](std::vector<float>& d) { fill_around_one(d, name_seed(seed, name)); }});
+  };
+  auto bias = [&](const std::string& name, int64_t n) {
+    plan.push_back({name, {n}, GGML_TYPE_F32, [=](std::vector<float>& d) {
+                      fill_uniform(d, name_seed(seed, name), 0.1f);
+                    }});
+  };
+
+  std::vector<bool> readable(static_cast<size_t>(n_vocab));
+  for (int64_t i = 0; i < n_vocab; ++i) readable[size_t(i)] = is_readable_token(tokens[size_t(i)]);
+  const float unreadable = spec.unreadable_scale;
+  // Output rows: logits of readable tokens get standard deviation logit_scale
+  // (the final hidden state has unit RMS after its norm).
+  const float out_std = spec.logit_scale / std::sqrt(float(spec.n_embd));
+  auto output_fill = [=](const std::string& name) {
+    return [=](std::vector<float>& d) {
+      fill_uniform(d, name_seed(seed, name), out_std);
+      for (int64_t t = 0; t < n_vocab; ++t) {
+        if (readable[size_t(t)]) continue;
+        for (int64_t j = 0; j < spec.n_embd; ++j) d[size_t(t * spec.n_embd + j)] *= unreadable;
+      }
+    };
+  };
+  plan.push_back({"token_embd.weight", {spec.n_embd, n_vocab}, wtype->type,
+                  spec.tied_output ? output_fill("token_embd.weight")
+                                   : std::function<void(std::vector<float>&)>([=](std::vector<float>& d) {
+                                       fill_uniform(d, name_seed(seed, "token_embd.weight"), 1.0f);
+                                     })});
+  norm("output_norm.weight", spec.n_embd);
+  if (!spec.tied_output) {
+    plan.push_back({"output.weight", {spec.n_embd, n_vocab}, wtype->type, output_fill("output.weight")});
+  }
+  if (spec.rope_scaling == "llama3") {
+    // Per-dimension frequency divisors, as Llama 3.1 GGUFs carry them.
+    const int orig = spec.rope_orig_ctx > 0 ? spec.rope_orig_ctx : 8192;
+    const float factor = spec.rope_scaling_factor > 1.0f ? spec.rope_scaling_factor : 8.0f;
+    const float base = spec.rope_freq_base;
+    plan.push_back({"rope_freqs.weight", {head_dim / 2}, GGML_TYPE_F32, [=](std::vector<float>& d) {
+                      const float low_wavelen = orig / 1.0f, high_wavelen = orig / 4.0f;
+                      for (int i = 0; i < head_dim / 2; ++i) {
+                        float freq = 1.0f / std::pow(base, 2.0f * i / head_dim);
+                        float wavelen = 2.0f * float(M_PI) / freq;
+                        if (wavelen < high_wavelen) {
+                          d[size_t(i)] = 1.0f;
+                        } else if (wavelen > low_wavelen) {
+                          d[size_t(i)] = factor;
+                        } else {
+                          float smooth = (orig / wavelen - 1.0f) / (4.0f - 1.0f);
+                          d[size_t(i)] = 1.0f / ((1.0f - smooth) / factor + smooth);
+                        }
+                      }
+                    }});
+  }
+  const int64_t q_width = int64_t(spec.n_head) * head_dim;
+  const int64_t kv_width = int64_t(spec.n_head_kv) * head_dim;
+  for (int l = 0; l < spec.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight", spec.n_embd);
+    matrix(p + "attn_q.weight", spec.n_embd, q_width, 1.0f / std::sqrt(float(spec.n_embd)));
+    matrix(p + "attn_k.weight", spec.n_embd, kv_width, 1.0f / std::sqrt(float(spec.n_embd)));
+    matrix(p + "attn_v.weight", spec.n_embd, kv_width, 1.0f / std::sqrt(float(spec.n_embd)));
+    if (spec.arch == "qwen2") {
+      bias(p + "attn_q.bias", q_width);
+      bias(p + "attn_k.bias", kv_width);
+      bias(p + "attn_v.bias", kv_width);
+    }
+    if (spec.arch == "qwen3") {
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
+    }
+    matrix(p + "attn_output.weight", q_width, spec.n_embd, 1.0f / std::sqrt(float(q_width)));
+    norm(p + "ffn_norm.weight", spec.n_embd);
+    matrix(p + "ffn_gate.weight", spec.n_embd, spec.n_ff, 1.0f / std::sqrt(float(spec.n_embd)));
+    matrix(p + "ffn_up.weight", spec.n_embd, spec.n_ff, 1.0f / std::sqrt(float(spec.n_embd)));
+    matrix(p + "ffn_down.weight", spec.n_ff, spec.n_embd, 1.0f / std::sqrt(float(spec.n_ff)));
+  }
+
+  // Tensor directory (shapes only; no data held in memory).
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * (plan.size() + 1);
+  params.no_alloc = true;
+  ggml_context_ptr shapes(ggml_init(params));
+  for (const TensorPlan& t : plan) {
+    ggml_tensor* tensor = ggml_new_tensor(shapes.get(), t.type, int(t.ne.size()), t.ne.data());
+    ggml_set_name(tensor, t.name.c_str());
+    gguf_add_tensor(meta.get(), tensor);
+  }
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  if (!gguf_write_to_file(meta.get(), tmp.c_str(), /*only_meta=*/true)) {
+    return errorf("io_error", "cannot write {}", tmp);
+  }
+  FILE* out = std::fopen(tmp.c_str(), "ab");
+  if (!out) return errorf("io_error", "cannot append to {}", tmp);
+  const size_t alignment = gguf_get_alignment(meta.get());
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  bool ok = true;
+  for (const TensorPlan& t : plan) {
+    int64_t n_per_row = t.ne[0];
+    int64_t n_rows = 1;
+    for (size_t d = 1; d < t.ne.size(); ++d) n_rows *= t.ne[d];
+    values.assign(size_t(n_per_row * n_rows), 0.0f);
+    t.fill(values);
+    bytes.assign(ggml_row_size(t.type, n_per_row) * size_t(n_rows), 0);
+    if (t.type == GGML_TYPE_F32) {
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    } else {
+      ggml_quantize_chunk(t.type, values.data(), bytes.data(), 0, n_rows, n_per_row, nullptr);
+    }
+    const size_t padded = (bytes.size() + alignment - 1) / alignment * alignment;
+    bytes.resize(padded, 0);
+    ok = ok && std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+  }
+  ok = (std::fclose(out) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return errorf("io_error", "cannot write tensor data to {}", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return errorf("io_error", "cannot rename {} to {}: {}", tmp, path, ec.message());
+  }
+  return {};
+}
+
+}  // namespace graft

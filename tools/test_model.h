@@ -1,0 +1,45 @@
+// The test-model maker: writes a deterministic random-weight GGUF model of any
+// shape for a supported architecture, with the tokenizer copied from a real
+// vocabulary GGUF, so that graft and llama.cpp load the very same file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/result.h"
+
+namespace graft {
+
+struct TestModelSpec {
+  std::string arch = "llama";  // "llama", "qwen2" or "qwen3"
+  std::string vocab_path;      // a GGUF holding tokenizer.ggml.* metadata
+  std::string name = "graft-test-model";
+  int n_embd = 256;
+  int n_layer = 2;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int head_dim = 0;  // 0: n_embd / n_head
+  int n_ff = 512;
+  int n_ctx = 2048;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  std::string rope_scaling;      // "", "linear" or "llama3"
+  float rope_scaling_factor = 1.0f;
+  int rope_orig_ctx = 0;         // llama3 scaling: original context length
+  std::string type = "f16";      // weight type of 2-D tensors: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
+  bool tied_output = false;      // no output.weight: the embedding is reused
+  uint64_t seed = 42;
+  float logit_scale = 4.0f;      // standard deviation of the logits of readable tokens
+  float unreadable_scale = 0.05f;  // output rows of non-word tokens are scaled by this
+  // Chat template: "" keeps the vocab's own (if any), "none" drops it,
+  // anything else is the template text itself.
+  std::string chat_template;
+};
+
+// Writes the model to `path` (atomically). Errors name the bad field.
+Status write_test_model(const TestModelSpec& spec, const std::string& path);
+
+// Parses a weight type name as used by TestModelSpec::type.
+Result<int> parse_weight_type(const std::string& name);  // returns a ggml_type
+
+}  // namespace graft
