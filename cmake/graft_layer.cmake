@@ -28,7 +28,6 @@ function(graft_test layer)
     GRAFT_BUNDLE_DIR="${GRAFT_BUNDLE_DIR}"
     GRAFT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     GRAFT_BINARY="$<TARGET_FILE:graft>")
-  add_dependencies(graft_${layer}_tests graft)
   gtest_discover_tests(graft_${layer}_tests
     WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
     PROPERTIES LABELS ${layer} FIXTURES_REQUIRED test_models
