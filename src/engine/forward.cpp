@@ -1,0 +1,165 @@
+#include "engine/forward.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <ggml-cpu.h>
+
+#include "util/log.h"
+
+namespace graft {
+
+Forward::Forward(Model& model, KvCache& cache, int n_threads)
+    : model_(model), cache_(cache), n_threads_(std::max(1, n_threads)) {
+  backend_ = ggml_backend_cpu_init();
+  ggml_threadpool_params params = ggml_threadpool_params_default(n_threads_);
+  threadpool_ = ggml_threadpool_new(&params);
+  ggml_backend_cpu_set_n_threads(backend_, n_threads_);
+  ggml_backend_cpu_set_threadpool(backend_, threadpool_);
+  allocator_ = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+}
+
+Forward::~Forward() {
+  if (ctx_) ggml_free(ctx_);
+  if (allocator_) ggml_gallocr_free(allocator_);
+  if (backend_) ggml_backend_free(backend_);
+  if (threadpool_) ggml_threadpool_free(threadpool_);
+}
+
+Status Forward::check(const Batch& batch) const {
+  if (batch.rows.empty()) return errorf("invalid_argument", "empty batch");
+  const int n_vocab = model_.config().n_vocab;
+  const LoraSet& lora = model_.lora();
+  for (size_t r = 0; r < batch.rows.size(); ++r) {
+    const BatchRow& row = batch.rows[r];
+    if (row.token < 0 || row.token >= n_vocab) {
+      return errorf("invalid_argument", "row {}: token {} is outside the vocabulary (0..{})", r, row.token,
+                    n_vocab - 1);
+    }
+    const AdapterRoute& route = row.adapters;
+    if (route.n < 0 || route.n > AdapterRoute::kMaxStack) {
+      return errorf("invalid_argument", "row {}: {} adapters (at most {} stack)", r, route.n,
+                    AdapterRoute::kMaxStack);
+    }
+    for (int i = 0; i < route.n; ++i) {
+      if (!lora.mounted(route.slot[i])) {
+        return errorf("invalid_argument", "row {}: no adapter is mounted in slot {}", r, route.slot[i]);
+      }
+    }
+  }
+  return {};
+}
+
+void Forward::build(const Shape& shape) {
+  if (ctx_) ggml_free(ctx_);
+  const ModelConfig& c = model_.config();
+  const size_t max_nodes = size_t(c.n_layer) * 160 + 256;
+  graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
+  ggml_init_params params{};
+  params.mem_size = graph_memory_.size();
+  params.mem_buffer = graph_memory_.data();
+  params.no_alloc = true;
+  ctx_ = ggml_init(params);
+
+  GraphContext& g = graph_;
+  g = GraphContext{};
+  g.ctx = ctx_;
+  g.graph = ggml_new_graph_custom(ctx_, max_nodes, false);
+  g.n_rows = shape.n_rows;
+  auto input = [&](ggml_tensor* t, const char* name) {
+    ggml_set_name(t, name);
+    ggml_set_input(t);
+    return t;
+  };
+  g.tokens = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "tokens");
+  g.positions = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "positions");
+  if (shape.n_outputs < shape.n_rows) {
+    g.out_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_outputs), "out_rows");
+  }
+  g.attention.layers = cache_.layer_tensors();
+  g.attention.n_kv = shape.n_kv;
+  g.attention.store_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I64, shape.n_rows), "store_rows");
+  g.attention.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, shape.n_kv, shape.n_rows), "mask");
+  lora_inputs_ = LoraInputs{};
+  if (shape.lora_used > 0) {
+    lora_inputs_.n_used = shape.lora_used;
+    lora_inputs_.slots =
+        input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
+    lora_inputs_.scales =
+        input(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    g.lora = &lora_inputs_;
+  }
+  logits_ = model_.build_graph(g);
+  ggml_set_name(logits_, "logits");
+  ggml_set_output(logits_);
+  ggml_build_forward_expand(g.graph, logits_);
+  if (!ggml_gallocr_alloc_graph(allocator_, g.graph)) {
+    GRAFT_LOG_ERROR("cannot allocate the compute graph");
+  }
+  shape_ = shape;
+  have_graph_ = true;
+  ++graphs_built_;
+}
+
+void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement) {
+  const GraphContext& g = graph_;
+  const int n = int(batch.size());
+  auto* tokens = static_cast<int32_t*>(g.tokens->data);
+  auto* positions = static_cast<int32_t*>(g.positions->data);
+  auto* store = static_cast<int64_t*>(g.attention.store_rows->data);
+  for (int r = 0; r < n; ++r) {
+    tokens[r] = batch.rows[size_t(r)].token;
+    positions[r] = batch.rows[size_t(r)].pos;
+    store[r] = placement.cells[size_t(r)];
+  }
+  if (g.out_rows) {
+    auto* out = static_cast<int32_t*>(g.out_rows->data);
+    int k = 0;
+    for (int r = 0; r < n; ++r) {
+      if (batch.rows[size_t(r)].logits) out[k++] = r;
+    }
+    if (k == 0) out[k++] = n - 1;  // nothing asked for: compute one row, return none
+  }
+  cache_.fill_mask(batch, placement.n_kv, static_cast<ggml_fp16_t*>(g.attention.mask->data));
+  if (g.lora) {
+    const LoraSet& lora = model_.lora();
+    const int n_used = lora_inputs_.n_used;
+    auto* slots = static_cast<int32_t*>(lora_inputs_.slots->data);
+    auto* scales = static_cast<float*>(lora_inputs_.scales->data);
+    for (int r = 0; r < n; ++r) {
+      const AdapterRoute& route = batch.rows[size_t(r)].adapters;
+      for (int u = 0; u < n_used; ++u) {
+        const bool real = u < route.n;
+        slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : 0);
+        scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
+      }
+    }
+  }
+}
+
+Result<LogitsView> Forward::run(const Batch& batch) {
+  GRAFT_TRY_STATUS(check(batch));
+  GRAFT_TRY(KvCache::Placement placement, cache_.place(batch));
+
+  Shape shape;
+  shape.n_rows = int(batch.size());
+  const int n_logits = batch.n_logits();
+  shape.n_outputs = std::max(1, n_logits);
+  shape.n_kv = placement.n_kv;
+  for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
+  shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
+  if (!have_graph_ || !(shape == shape_)) build(shape);
+
+  set_inputs(batch, placement);
+  const ggml_status status = ggml_backend_graph_compute(backend_, graph_.graph);
+  if (status != GGML_STATUS_SUCCESS) {
+    return errorf("compute_failed", "the forward pass failed ({})", ggml_status_to_string(status));
+  }
+  LogitsView view;
+  view.data = static_cast<const float*>(logits_->data);
+  view.n_vocab = model_.config().n_vocab;
+  view.n_rows = n_logits;
+  return view;
+}
+
+}  // namespace graft

@@ -1,0 +1,82 @@
+// Forward: runs one batch through the model — builds (or reuses) the ggml
+// graph for the batch's shape, places its rows in the KV cache, computes on
+// the CPU backend and hands back the logits of the rows that asked for them.
+// One row or many, prompt chunks or decode tokens, any mix of sequences and
+// adapter routes: it is the same path (DESIGN.md invariant 6).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ggml-alloc.h>
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+
+#include "engine/batch.h"
+#include "engine/kv_cache.h"
+#include "model/graph.h"
+#include "model/model.h"
+#include "util/result.h"
+
+namespace graft {
+
+// The logits of the rows with logits=true, in row order; valid until the next run.
+struct LogitsView {
+  const float* data = nullptr;
+  int n_vocab = 0;
+  int n_rows = 0;
+  const float* row(int i) const { return data + int64_t(i) * n_vocab; }
+};
+
+class Forward {
+ public:
+  Forward(Model& model, KvCache& cache, int n_threads);
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
+
+  // Errors (bad token, unknown sequence, position gap, no room, unmounted
+  // adapter) leave the cache as it was.
+  Result<LogitsView> run(const Batch& batch);
+
+  int n_threads() const { return n_threads_; }
+  // Graphs built so far (a batch of the same shape as the last reuses its graph).
+  int graphs_built() const { return graphs_built_; }
+
+ private:
+  struct Shape {
+    int n_rows = 0;
+    int n_outputs = 0;
+    int n_kv = 0;
+    int lora_used = 0;
+    uint64_t lora_version = 0;
+    bool operator==(const Shape&) const = default;
+  };
+  Status check(const Batch& batch) const;
+  void build(const Shape& shape);
+  void set_inputs(const Batch& batch, const KvCache::Placement& placement);
+
+  Model& model_;
+  KvCache& cache_;
+  int n_threads_;
+  ggml_backend_t backend_ = nullptr;
+  ggml_threadpool_t threadpool_ = nullptr;
+  ggml_gallocr_t allocator_ = nullptr;
+
+  // The current graph and its inputs.
+  Shape shape_;
+  bool have_graph_ = false;
+  std::vector<uint8_t> graph_memory_;
+  ggml_context* ctx_ = nullptr;
+  GraphContext graph_;
+  LoraInputs lora_inputs_;
+  ggml_tensor* logits_ = nullptr;
+  int graphs_built_ = 0;
+  std::vector<int32_t> scratch_i32_;
+  std::vector<int64_t> scratch_i64_;
+  std::vector<float> scratch_f32_;
+  std::vector<ggml_fp16_t> scratch_mask_;
+};
+
+}  // namespace graft

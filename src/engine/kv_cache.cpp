@@ -1,0 +1,195 @@
+#include "engine/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ggml-cpu.h>
+
+namespace graft {
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
+  if (options.n_cells <= 0) return errorf("invalid_argument", "the KV cache needs at least one cell");
+  if (options.n_seq_max <= 0 || options.n_seq_max > kMaxSequences) {
+    return errorf("invalid_argument", "n_seq_max must be 1..{}, got {}", kMaxSequences, options.n_seq_max);
+  }
+  if (options.type != GGML_TYPE_F16 && options.type != GGML_TYPE_Q8_0) {
+    return errorf("invalid_argument", "KV cache type must be f16 or q8_0, got {}",
+                  ggml_type_name(options.type));
+  }
+  if (config.n_embd_kv() % ggml_blck_size(options.type) != 0 ||
+      config.head_dim % ggml_blck_size(options.type) != 0) {
+    return errorf("invalid_argument", "KV cache type {} needs head widths that are multiples of {}",
+                  ggml_type_name(options.type), ggml_blck_size(options.type));
+  }
+  std::unique_ptr<KvCache> cache(new KvCache());
+  cache->cells_.resize(size_t(options.n_cells));
+  cache->seq_len_.assign(size_t(options.n_seq_max), 0);
+  cache->n_seq_max_ = options.n_seq_max;
+  cache->type_ = options.type;
+
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * (2 * size_t(config.n_layer) + 1);
+  params.no_alloc = true;
+  cache->ctx_ = ggml_init(params);
+  for (int il = 0; il < config.n_layer; ++il) {
+    AttentionInputs::Layer layer;
+    layer.k = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
+    layer.v = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
+    ggml_format_name(layer.k, "cache_k.%d", il);
+    ggml_format_name(layer.v, "cache_v.%d", il);
+    cache->layers_.push_back(layer);
+  }
+  cache->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_, ggml_backend_cpu_buffer_type());
+  if (!cache->buffer_) {
+    return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
+                  cache->bytes_per_token() * size_t(options.n_cells) >> 20);
+  }
+  ggml_backend_buffer_clear(cache->buffer_, 0);
+  return cache;
+}
+
+KvCache::~KvCache() {
+  if (buffer_) ggml_backend_buffer_free(buffer_);
+  if (ctx_) ggml_free(ctx_);
+}
+
+size_t KvCache::bytes_total() const {
+  return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+}
+
+size_t KvCache::bytes_per_token() const {
+  size_t n = 0;
+  for (const auto& l : layers_)
+    n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+  return n;
+}
+
+int KvCache::seq_length(SeqId seq) const {
+  return valid_seq(seq) ? seq_len_[size_t(seq)] : 0;
+}
+
+void KvCache::release(Cell& cell, SeqId seq) {
+  cell.seqs.reset(size_t(seq));
+  if (cell.free()) {
+    cell.pos = -1;
+    --n_used_;
+  }
+}
+
+void KvCache::seq_free(SeqId seq) {
+  seq_truncate(seq, 0);
+}
+
+void KvCache::seq_truncate(SeqId seq, int n_keep) {
+  if (!valid_seq(seq) || n_keep >= seq_len_[size_t(seq)]) return;
+  n_keep = std::max(n_keep, 0);
+  for (int i = 0; i < used_end_; ++i) {
+    Cell& c = cells_[size_t(i)];
+    if (c.seqs.test(size_t(seq)) && c.pos >= n_keep) release(c, seq);
+  }
+  seq_len_[size_t(seq)] = n_keep;
+  while (used_end_ > 0 && cells_[size_t(used_end_ - 1)].free()) --used_end_;
+}
+
+Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
+  if (!valid_seq(src) || !valid_seq(dst)) {
+    return errorf("invalid_argument", "sequence ids must be 0..{}, got {} and {}", n_seq_max_ - 1, src, dst);
+  }
+  if (src == dst) return errorf("invalid_argument", "cannot copy sequence {} onto itself", src);
+  if (seq_len_[size_t(dst)] != 0) return errorf("invalid_argument", "sequence {} is not empty", dst);
+  if (n < 0 || n > seq_len_[size_t(src)]) {
+    return errorf("invalid_argument", "sequence {} holds {} positions, cannot copy {}", src,
+                  seq_len_[size_t(src)], n);
+  }
+  for (int i = 0; i < used_end_; ++i) {
+    Cell& c = cells_[size_t(i)];
+    if (c.seqs.test(size_t(src)) && c.pos < n) c.seqs.set(size_t(dst));
+  }
+  seq_len_[size_t(dst)] = n;
+  return {};
+}
+
+void KvCache::clear() {
+  for (Cell& c : cells_) c = Cell{};
+  std::fill(seq_len_.begin(), seq_len_.end(), 0);
+  n_used_ = 0;
+  used_end_ = 0;
+}
+
+int KvCache::padded_n_kv() const {
+  // Padded to 256 cells, as llama.cpp does: the attention kernels then see
+  // the same shapes (and graphs can be reused across steps).
+  constexpr int kPad = 256;
+  const int padded = std::max(kPad, (used_end_ + kPad - 1) / kPad * kPad);
+  return std::min(padded, cells_total());
+}
+
+Result<KvCache::Placement> KvCache::place(const Batch& batch) {
+  const int n = int(batch.size());
+  if (n == 0) return errorf("invalid_argument", "empty batch");
+  // Positions must continue each sequence, in row order.
+  std::vector<int> next(seq_len_);
+  for (int r = 0; r < n; ++r) {
+    const BatchRow& row = batch.rows[size_t(r)];
+    if (!valid_seq(row.seq)) {
+      return errorf("invalid_argument", "row {}: sequence id {} is outside 0..{}", r, row.seq,
+                    n_seq_max_ - 1);
+    }
+    if (row.pos != next[size_t(row.seq)]) {
+      return errorf("invalid_argument", "row {}: sequence {} continues at position {}, not {}", r, row.seq,
+                    next[size_t(row.seq)], row.pos);
+    }
+    ++next[size_t(row.seq)];
+  }
+  if (!can_fit(n)) {
+    return errorf("kv_cache_full", "the KV cache has {} free cells, the batch needs {}", cells_free(), n);
+  }
+  Placement placement;
+  placement.cells.resize(size_t(n));
+  int cell = 0;
+  for (int r = 0; r < n; ++r) {
+    while (!cells_[size_t(cell)].free()) ++cell;
+    const BatchRow& row = batch.rows[size_t(r)];
+    Cell& c = cells_[size_t(cell)];
+    c.pos = row.pos;
+    c.seqs.set(size_t(row.seq));
+    ++n_used_;
+    used_end_ = std::max(used_end_, cell + 1);
+    placement.cells[size_t(r)] = cell;
+  }
+  seq_len_ = std::move(next);
+  placement.n_kv = padded_n_kv();
+  return placement;
+}
+
+void KvCache::fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const {
+  const ggml_fp16_t keep = ggml_fp32_to_fp16(0.0f);
+  const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
+  const int n = int(batch.size());
+  const int end = std::min(n_kv, used_end_);
+  for (int r = 0; r < n; ++r) {
+    const BatchRow& row = batch.rows[size_t(r)];
+    ggml_fp16_t* m = mask + size_t(r) * size_t(n_kv);
+    // Rows of the same sequence differ only in the causal cut: start from the previous one.
+    if (r > 0 && batch.rows[size_t(r - 1)].seq == row.seq && batch.rows[size_t(r - 1)].pos < row.pos) {
+      std::copy(m - n_kv, m, m);
+      const int32_t lo = batch.rows[size_t(r - 1)].pos;
+      for (int j = 0; j < end; ++j) {
+        const Cell& c = cells_[size_t(j)];
+        if (c.pos > lo && c.pos <= row.pos && c.seqs.test(size_t(row.seq))) m[j] = keep;
+      }
+      continue;
+    }
+    for (int j = 0; j < end; ++j) {
+      const Cell& c = cells_[size_t(j)];
+      m[j] = (c.seqs.test(size_t(row.seq)) && c.pos <= row.pos) ? keep : drop;
+    }
+    std::fill(m + end, m + n_kv, drop);
+  }
+}
+
+std::vector<AttentionInputs::Layer> KvCache::layer_tensors() const {
+  return layers_;
+}
+
+}  // namespace graft

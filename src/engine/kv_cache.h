@@ -1,0 +1,97 @@
+// KvCache: the keys and values of many sequences at once, in one pool of
+// cells per layer (F16 by default, Q8_0 as an option). A cell holds one
+// position and may belong to several sequences at once, so copying a prefix
+// from one sequence to another shares cells instead of copying data.
+// Rows attend only to cells of their own sequence at positions <= theirs.
+#pragma once
+
+#include <bitset>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include "engine/batch.h"
+#include "model/graph.h"
+#include "model/model.h"
+#include "util/result.h"
+
+namespace graft {
+
+struct KvCacheOptions {
+  int n_cells = 4096;              // positions the cache holds, summed over all sequences
+  int n_seq_max = 64;              // sequence ids are 0 .. n_seq_max-1 (at most kMaxSequences)
+  ggml_type type = GGML_TYPE_F16;  // F16 or Q8_0
+};
+
+class KvCache {
+ public:
+  static constexpr int kMaxSequences = 256;
+
+  static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  int cells_total() const { return int(cells_.size()); }
+  int cells_used() const { return n_used_; }
+  int cells_free() const { return cells_total() - n_used_; }
+  // Whether n more cells can be given out now.
+  bool can_fit(int n) const { return n <= cells_free(); }
+  size_t bytes_total() const;
+  size_t bytes_per_token() const;  // per cell, all layers, K and V
+  int n_seq_max() const { return n_seq_max_; }
+  ggml_type type() const { return type_; }
+
+  // Positions held for the sequence (the next row continues at this position).
+  int seq_length(SeqId seq) const;
+  // Forgets the sequence; cells no other sequence shares become free.
+  void seq_free(SeqId seq);
+  // Keeps positions [0, n_keep) of the sequence.
+  void seq_truncate(SeqId seq, int n_keep);
+  // Makes dst's first n positions those of src (sharing cells; dst must be empty).
+  Status seq_copy_prefix(SeqId src, SeqId dst, int n);
+  // Forgets everything.
+  void clear();
+
+  // For Forward: checks the batch against the cache (sequence ids, positions
+  // continuing each sequence, room), gives each row a cell and records it.
+  // On error nothing changed.
+  struct Placement {
+    std::vector<int64_t> cells;  // per row
+    int n_kv = 0;                // rows attend over cells [0, n_kv)
+  };
+  Result<Placement> place(const Batch& batch);
+  // Fills mask [n_kv, n_rows] (F16) for the batch just placed.
+  void fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const;
+  // The cache tensors for the graph.
+  std::vector<AttentionInputs::Layer> layer_tensors() const;
+
+ private:
+  using SeqSet = std::bitset<kMaxSequences>;
+  struct Cell {
+    int32_t pos = -1;
+    SeqSet seqs;
+    bool free() const { return seqs.none(); }
+  };
+
+  KvCache() = default;
+  bool valid_seq(SeqId seq) const { return seq >= 0 && seq < n_seq_max_; }
+  void release(Cell& cell, SeqId seq);
+  int padded_n_kv() const;
+
+  std::vector<Cell> cells_;
+  std::vector<int> seq_len_;  // per sequence: positions held
+  int n_used_ = 0;
+  int used_end_ = 0;  // 1 + the highest cell in use
+  int n_seq_max_ = 0;
+  ggml_type type_ = GGML_TYPE_F16;
+  ggml_context* ctx_ = nullptr;
+  ggml_backend_buffer_t buffer_ = nullptr;
+  std::vector<AttentionInputs::Layer> layers_;
+};
+
+}  // namespace graft

@@ -1,0 +1,46 @@
+// GraphContext: what an architecture's graph builder gets for one batch —
+// the ggml context and graph to append to, the batch's input tensors, the KV
+// cache tensors to store into and attend over, and the per-row LoRA routing.
+// The engine (engine/forward.cpp) creates the inputs and fills them.
+#pragma once
+
+#include <vector>
+
+#include <ggml.h>
+
+namespace graft {
+
+// The KV cache as the graph sees it. Each layer's K and V are 2-D tensors
+// [n_embd_kv, n_cells]; rows are stored into the cells `store_rows` names,
+// then every row attends over cells [0, n_kv) under `mask`.
+struct AttentionInputs {
+  struct Layer {
+    ggml_tensor* k = nullptr;
+    ggml_tensor* v = nullptr;
+  };
+  std::vector<Layer> layers;
+  int n_kv = 0;
+  ggml_tensor* store_rows = nullptr;  // I64 [n_rows]: the cell each row's K/V goes to
+  ggml_tensor* mask = nullptr;        // F16 [n_kv, n_rows]: 0 where a row may look, -inf elsewhere
+};
+
+// Per-row adapter routing for one batch, present only when some row of the
+// batch uses an adapter.
+struct LoraInputs {
+  int n_used = 0;                 // the largest route (stack) size in the batch
+  ggml_tensor* slots = nullptr;   // I32 [n_used, n_rows]
+  ggml_tensor* scales = nullptr;  // F32 [1, n_used, n_rows]: route scale x adapter scale (0 pads)
+};
+
+struct GraphContext {
+  ggml_context* ctx = nullptr;
+  ggml_cgraph* graph = nullptr;
+  int n_rows = 0;
+  ggml_tensor* tokens = nullptr;     // I32 [n_rows]
+  ggml_tensor* positions = nullptr;  // I32 [n_rows]
+  ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
+  AttentionInputs attention;
+  const LoraInputs* lora = nullptr;  // null: no row uses an adapter
+};
+
+}  // namespace graft

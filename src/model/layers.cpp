@@ -1,0 +1,99 @@
+#include "model/layers.h"
+
+namespace graft {
+
+ggml_tensor* rms_norm(GraphContext& g, ggml_tensor* x, ggml_tensor* weight, float eps) {
+  x = ggml_rms_norm(g.ctx, x, eps);
+  return weight ? ggml_mul(g.ctx, x, weight) : x;
+}
+
+ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_tensor* freq_factors) {
+  // No YaRN: ext_factor 0, attn_factor 1 (beta_fast/slow then play no part).
+  return ggml_rope_ext(g.ctx, x, g.positions, freq_factors, r.n_rot, r.mode, r.n_ctx_orig, r.freq_base,
+                       r.freq_scale, /*ext_factor=*/0.0f, /*attn_factor=*/1.0f, /*beta_fast=*/32.0f,
+                       /*beta_slow=*/1.0f);
+}
+
+namespace {
+
+// sum over the row's adapters of scale * B (A x), for x [n_in, n_rows].
+ggml_tensor* lora_delta(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x) {
+  ggml_context* ctx = g.ctx;
+  const LoraInputs& in = *g.lora;
+  ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
+  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, in.slots);   // [rank, n_used, n_rows]
+  ggml_tensor* bax = ggml_mul_mat_id(ctx, stack.b, ax, in.slots);  // [n_out, n_used, n_rows]
+  bax = ggml_mul(ctx, bax, in.scales);
+  const int64_t n_out = bax->ne[0];
+  ggml_tensor* sum = ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], 0);
+  for (int u = 1; u < in.n_used; ++u) {
+    sum = ggml_add(ctx, sum, ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], size_t(u) * bax->nb[1]));
+  }
+  return sum;
+}
+
+}  // namespace
+
+ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
+                         LoraTarget target, ggml_tensor* bias) {
+  ggml_tensor* y = ggml_mul_mat(g.ctx, w, x);
+  if (g.lora) {
+    LoraSet::Stack stack = model.lora().stack(layer, target);
+    if (stack.a) y = ggml_add(g.ctx, y, lora_delta(g, stack, x));
+  }
+  if (bias) y = ggml_add(g.ctx, y, bias);
+  return y;
+}
+
+ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
+                       float scale) {
+  ggml_context* ctx = g.ctx;
+  const AttentionInputs& a = g.attention;
+  const AttentionInputs::Layer& cache = a.layers[size_t(layer)];
+  const int64_t head_dim = k->ne[0];
+  const int64_t n_head_kv = k->ne[1];
+  const int64_t n_embd_kv = head_dim * n_head_kv;
+  const int64_t n_rows = k->ne[2];
+
+  // Store this batch's keys and values first (the graph runs in node order).
+  ggml_build_forward_expand(g.graph, q);
+  ggml_build_forward_expand(g.graph, v);
+  ggml_build_forward_expand(g.graph, k);
+  ggml_tensor* k_rows = ggml_view_2d(ctx, k, n_embd_kv, n_rows, k->nb[2], 0);
+  ggml_tensor* v_rows = ggml_view_2d(ctx, v, n_embd_kv, n_rows, v->nb[2], 0);
+  ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.k, k_rows, a.store_rows));
+  ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.v, v_rows, a.store_rows));
+
+  ggml_tensor* keys =
+      ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, a.n_kv, ggml_row_size(cache.k->type, head_dim),
+                   ggml_row_size(cache.k->type, n_embd_kv), 0);
+  ggml_tensor* values =
+      ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, a.n_kv, ggml_row_size(cache.v->type, head_dim),
+                   ggml_row_size(cache.v->type, n_embd_kv), 0);
+  q = ggml_permute(ctx, q, 0, 2, 1, 3);
+  keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
+  values = ggml_permute(ctx, values, 0, 2, 1, 3);
+  ggml_tensor* out = ggml_flash_attn_ext(ctx, q, keys, values, a.mask, scale, 0.0f, 0.0f);
+  ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
+  return ggml_reshape_2d(ctx, out, out->ne[0] * out->ne[1], out->ne[2] * out->ne[3]);
+}
+
+ggml_tensor* swiglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x,
+                        int layer) {
+  ggml_tensor* up = lora_linear(g, model, w.ffn_up, x, layer, LoraTarget::ffn_up);
+  ggml_tensor* gate = lora_linear(g, model, w.ffn_gate, x, layer, LoraTarget::ffn_gate);
+  ggml_tensor* h = ggml_swiglu_split(g.ctx, gate, up);
+  return lora_linear(g, model, w.ffn_down, h, layer, LoraTarget::ffn_down);
+}
+
+ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x) {
+  return g.out_rows ? ggml_get_rows(g.ctx, x, g.out_rows) : x;
+}
+
+ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x) {
+  const ModelWeights& w = model.weights();
+  x = rms_norm(g, x, w.output_norm, model.config().rms_eps);
+  return ggml_mul_mat(g.ctx, w.output, x);
+}
+
+}  // namespace graft

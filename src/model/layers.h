@@ -1,0 +1,43 @@
+// The building blocks every architecture's graph is made of. They follow
+// llama.cpp's graph op for op where it changes numbers (norm then weight,
+// rope modes, flash attention over an F16 cache, fused SwiGLU), so greedy
+// tokens match it on the same file.
+#pragma once
+
+#include <ggml.h>
+
+#include "model/graph.h"
+#include "model/lora.h"
+#include "model/model.h"
+
+namespace graft {
+
+// x / rms(x) * weight (weight may be null).
+ggml_tensor* rms_norm(GraphContext& g, ggml_tensor* x, ggml_tensor* weight, float eps);
+
+// Rotary embedding of x [head_dim, n_heads, n_rows] at the batch positions.
+ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& rope, ggml_tensor* freq_factors);
+
+// A linear layer W x (+ bias), plus the LoRA deltas of each row's adapters
+// for this (layer, target) when the batch routes any row to one.
+ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
+                         LoraTarget target, ggml_tensor* bias = nullptr);
+
+// Stores k and v [head_dim, n_head_kv, n_rows] into the layer's cache cells,
+// then attends q [head_dim, n_head, n_rows] over the cache under the mask.
+// Returns [head_dim * n_head, n_rows].
+ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
+                       float scale);
+
+// silu(gate x) * (up x), then down — each through lora_linear.
+ggml_tensor* swiglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x,
+                        int layer);
+
+// Keeps only the rows whose logits are wanted (the last layer's FFN and the
+// output then skip the others); x itself when every row is wanted.
+ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x);
+
+// The final norm and output projection of the rows whose logits are wanted.
+ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x);
+
+}  // namespace graft

@@ -1,0 +1,242 @@
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <ggml-cpu.h>
+
+#include "model/model.h"
+
+namespace graft {
+
+const char* lora_target_name(LoraTarget target) {
+  switch (target) {
+    case LoraTarget::attn_q:
+      return "attn_q";
+    case LoraTarget::attn_k:
+      return "attn_k";
+    case LoraTarget::attn_v:
+      return "attn_v";
+    case LoraTarget::attn_output:
+      return "attn_output";
+    case LoraTarget::ffn_gate:
+      return "ffn_gate";
+    case LoraTarget::ffn_up:
+      return "ffn_up";
+    case LoraTarget::ffn_down:
+      return "ffn_down";
+  }
+  return "?";
+}
+
+LoraSet::~LoraSet() {
+  if (buffer_) ggml_backend_buffer_free(buffer_);
+  if (ctx_) ggml_free(ctx_);
+}
+
+void LoraSet::init(const ModelConfig& config, ggml_type type) {
+  config_ = &config;
+  type_ = type;
+  stacks_.assign(size_t(config.n_layer * kLoraTargetCount), Stack{});
+}
+
+int LoraSet::n_in(LoraTarget target) const {
+  switch (target) {
+    case LoraTarget::attn_output:
+      return config_->n_embd_q();
+    case LoraTarget::ffn_down:
+      return config_->n_ff;
+    default:
+      return config_->n_embd;
+  }
+}
+
+int LoraSet::n_out(LoraTarget target) const {
+  switch (target) {
+    case LoraTarget::attn_q:
+      return config_->n_embd_q();
+    case LoraTarget::attn_k:
+    case LoraTarget::attn_v:
+      return config_->n_embd_kv();
+    case LoraTarget::ffn_gate:
+    case LoraTarget::ffn_up:
+      return config_->n_ff;
+    default:
+      return config_->n_embd;
+  }
+}
+
+Status LoraSet::check(const LoraWeights& weights) const {
+  if (weights.pairs.empty()) return errorf("invalid_adapter", "the adapter has no LoRA matrices");
+  if (!std::isfinite(weights.scale))
+    return errorf("invalid_adapter", "the adapter's scale is not a finite number");
+  std::vector<bool> seen(stacks_.size(), false);
+  for (const LoraPair& p : weights.pairs) {
+    const char* name = lora_target_name(p.target);
+    if (p.layer < 0 || p.layer >= config_->n_layer) {
+      return errorf("invalid_adapter", "LoRA pair for layer {} ({}): the model has {} layers", p.layer, name,
+                    config_->n_layer);
+    }
+    if (p.rank <= 0)
+      return errorf("invalid_adapter", "LoRA pair blk.{}.{}: rank must be positive", p.layer, name);
+    const size_t want_a = size_t(p.rank) * size_t(n_in(p.target));
+    const size_t want_b = size_t(n_out(p.target)) * size_t(p.rank);
+    if (p.a.size() != want_a) {
+      return errorf("invalid_adapter",
+                    "LoRA pair blk.{}.{}: lora_a has {} values, expected rank {} x {} = {}", p.layer, name,
+                    p.a.size(), p.rank, n_in(p.target), want_a);
+    }
+    if (p.b.size() != want_b) {
+      return errorf("invalid_adapter",
+                    "LoRA pair blk.{}.{}: lora_b has {} values, expected {} x rank {} = {}", p.layer, name,
+                    p.b.size(), n_out(p.target), p.rank, want_b);
+    }
+    const int i = index(p.layer, p.target);
+    if (seen[size_t(i)]) return errorf("invalid_adapter", "LoRA pair blk.{}.{} appears twice", p.layer, name);
+    seen[size_t(i)] = true;
+  }
+  return {};
+}
+
+Result<int> LoraSet::mount(const LoraWeights& weights) {
+  if (!config_) return errorf("internal", "LoRA set not initialized");
+  GRAFT_TRY_STATUS(check(weights));
+  int slot = 0;
+  while (slot < int(slots_.size()) && slots_[size_t(slot)].used) ++slot;
+
+  int rank = max_rank_;
+  std::vector<bool> wanted(stacks_.size(), false);
+  bool grow = slot >= n_slots_;
+  for (size_t i = 0; i < stacks_.size(); ++i) wanted[i] = stacks_[i].a != nullptr;
+  for (const LoraPair& p : weights.pairs) {
+    rank = std::max(rank, p.rank);
+    const int i = index(p.layer, p.target);
+    if (!wanted[size_t(i)]) grow = true;
+    wanted[size_t(i)] = true;
+  }
+  if (grow || rank > max_rank_) {
+    const int n_slots = slot >= n_slots_ ? std::max(2, n_slots_ * 2) : n_slots_;
+    rebuild(std::max(n_slots, slot + 1), rank, wanted);
+  }
+  if (slot >= int(slots_.size())) slots_.resize(size_t(slot + 1));
+  Slot& s = slots_[size_t(slot)];
+  s.used = true;
+  s.scale = weights.scale;
+  s.rank = 0;
+  s.touches.assign(stacks_.size(), false);
+  for (const LoraPair& p : weights.pairs) {
+    write_pair(slot, p);
+    s.rank = std::max(s.rank, p.rank);
+    s.touches[size_t(index(p.layer, p.target))] = true;
+  }
+  return slot;
+}
+
+Status LoraSet::unmount(int slot) {
+  if (!mounted(slot)) return errorf("not_found", "no LoRA adapter is mounted in slot {}", slot);
+  zero_slot(slot);
+  slots_[size_t(slot)] = Slot{};
+  return {};
+}
+
+bool LoraSet::mounted(int slot) const {
+  return slot >= 0 && slot < int(slots_.size()) && slots_[size_t(slot)].used;
+}
+
+int LoraSet::n_mounted() const {
+  return int(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.used; }));
+}
+
+float LoraSet::scale(int slot) const {
+  return mounted(slot) ? slots_[size_t(slot)].scale : 0.0f;
+}
+
+size_t LoraSet::bytes() const {
+  return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+}
+
+LoraSet::Stack LoraSet::stack(int layer, LoraTarget target) const {
+  if (stacks_.empty()) return {};
+  return stacks_[size_t(index(layer, target))];
+}
+
+void LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted) {
+  const size_t n_stacks = std::count(wanted.begin(), wanted.end(), true);
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * (2 * n_stacks + 1);
+  params.no_alloc = true;
+  ggml_context* ctx = ggml_init(params);
+  std::vector<Stack> stacks(stacks_.size());
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    if (!wanted[i]) continue;
+    const LoraTarget target = LoraTarget(int(i) % kLoraTargetCount);
+    stacks[i].a = ggml_new_tensor_3d(ctx, type_, n_in(target), max_rank, n_slots);
+    stacks[i].b = ggml_new_tensor_3d(ctx, type_, max_rank, n_out(target), n_slots);
+    ggml_format_name(stacks[i].a, "lora_a.%zu", i);
+    ggml_format_name(stacks[i].b, "lora_b.%zu", i);
+  }
+  ggml_backend_buffer_t buffer =
+      ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
+  ggml_backend_buffer_clear(buffer, 0);
+
+  // Carry the mounted adapters over, padding their rank.
+  const size_t es = ggml_type_size(type_);
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const Stack& old = stacks_[i];
+    if (!old.a) continue;
+    const int64_t in = old.a->ne[0], out_rows = old.b->ne[1], r_old = old.a->ne[1];
+    for (int s = 0; s < int(old.a->ne[2]); ++s) {
+      const uint8_t* a_src = static_cast<const uint8_t*>(old.a->data) + size_t(s) * old.a->nb[2];
+      uint8_t* a_dst = static_cast<uint8_t*>(stacks[i].a->data) + size_t(s) * stacks[i].a->nb[2];
+      std::memcpy(a_dst, a_src, size_t(r_old * in) * es);
+      for (int64_t o = 0; o < out_rows; ++o) {
+        const uint8_t* b_src =
+            static_cast<const uint8_t*>(old.b->data) + size_t(s) * old.b->nb[2] + o * old.b->nb[1];
+        uint8_t* b_dst = static_cast<uint8_t*>(stacks[i].b->data) + size_t(s) * stacks[i].b->nb[2] +
+                         o * stacks[i].b->nb[1];
+        std::memcpy(b_dst, b_src, size_t(r_old) * es);
+      }
+    }
+  }
+  if (buffer_) ggml_backend_buffer_free(buffer_);
+  if (ctx_) ggml_free(ctx_);
+  ctx_ = ctx;
+  buffer_ = buffer;
+  stacks_ = std::move(stacks);
+  n_slots_ = n_slots;
+  max_rank_ = max_rank;
+  ++version_;
+}
+
+namespace {
+
+void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
+  if (type == GGML_TYPE_F16) {
+    ggml_fp32_to_fp16_row(src, static_cast<ggml_fp16_t*>(dst), n);
+  } else {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void LoraSet::write_pair(int slot, const LoraPair& p) {
+  const Stack& st = stacks_[size_t(index(p.layer, p.target))];
+  const int64_t in = st.a->ne[0], out_rows = st.b->ne[1];
+  uint8_t* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
+  store_row(type_, p.a.data(), a, int64_t(p.rank) * in);
+  uint8_t* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
+  for (int64_t o = 0; o < out_rows; ++o)
+    store_row(type_, p.b.data() + o * p.rank, b + o * st.b->nb[1], p.rank);
+}
+
+void LoraSet::zero_slot(int slot) {
+  for (const Stack& st : stacks_) {
+    if (!st.a || slot >= st.a->ne[2]) continue;
+    std::memset(static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2], 0, st.a->nb[2]);
+    std::memset(static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2], 0, st.b->nb[2]);
+  }
+}
+
+}  // namespace graft

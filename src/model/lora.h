@@ -1,0 +1,100 @@
+// LoRA adapters mounted on a model. Every linear layer of the graph goes
+// through one helper (layers.h lora_linear) that adds, for each row of the
+// batch, the deltas of the adapters that row routes to:
+//   delta = sum_i route.scale[i] * scale_{slot_i} * B_{slot_i} (A_{slot_i} x)
+// Mounted adapters are stacked per (layer, target) into 3-D tensors (padded
+// to the largest rank), so one ggml_mul_mat_id pass serves a batch whose rows
+// use no adapter, different adapters, or stacks of them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include "util/result.h"
+
+namespace graft {
+
+struct ModelConfig;
+
+enum class LoraTarget { attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down };
+constexpr int kLoraTargetCount = 7;
+// "attn_q", "ffn_down", ... (the GGUF tensor name stems).
+const char* lora_target_name(LoraTarget target);
+
+struct LoraPair {
+  int layer = 0;
+  LoraTarget target = LoraTarget::attn_q;
+  int rank = 0;
+  std::vector<float> a;  // rank x n_in, row-major (ggml ne = [n_in, rank]; PEFT lora_A, GGUF *.lora_a)
+  std::vector<float> b;  // n_out x rank, row-major (ggml ne = [rank, n_out]; PEFT lora_B, GGUF *.lora_b)
+};
+
+struct LoraWeights {
+  std::vector<LoraPair> pairs;
+  float scale = 1.0f;  // alpha / rank (llama.cpp: alpha ? alpha / rank : 1)
+};
+
+// The mounted adapters of one model. Not thread-safe: mount and unmount only
+// while no forward runs (the engine thread serializes them).
+class LoraSet {
+ public:
+  LoraSet() = default;
+  ~LoraSet();
+  LoraSet(const LoraSet&) = delete;
+  LoraSet& operator=(const LoraSet&) = delete;
+
+  void init(const ModelConfig& config, ggml_type type);
+
+  // Checks every pair's layer, target and shapes against the model and
+  // returns the slot to put in AdapterRoute::slot.
+  Result<int> mount(const LoraWeights& weights);
+  Status unmount(int slot);
+
+  bool mounted(int slot) const;
+  int n_mounted() const;
+  float scale(int slot) const;  // the adapter's own scale (alpha / rank)
+  size_t bytes() const;         // memory held by the stacks
+  int n_slots() const { return n_slots_; }
+  // Changes whenever the stack tensors are replaced (graphs built on the old ones are stale).
+  uint64_t version() const { return version_; }
+
+  // The stacked matrices of one (layer, target), or nulls when no mounted
+  // adapter touches it. A: [n_in, max_rank, n_slots]; B: [max_rank, n_out, n_slots].
+  struct Stack {
+    ggml_tensor* a = nullptr;
+    ggml_tensor* b = nullptr;
+  };
+  Stack stack(int layer, LoraTarget target) const;
+
+ private:
+  struct Slot {
+    bool used = false;
+    float scale = 1.0f;
+    int rank = 0;
+    std::vector<bool> touches;  // per (layer, target)
+  };
+  Status check(const LoraWeights& weights) const;
+  void rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted);
+  void write_pair(int slot, const LoraPair& pair);
+  void zero_slot(int slot);
+  int index(int layer, LoraTarget target) const { return layer * kLoraTargetCount + int(target); }
+  int n_in(LoraTarget target) const;
+  int n_out(LoraTarget target) const;
+
+  const ModelConfig* config_ = nullptr;
+  ggml_type type_ = GGML_TYPE_F16;
+  int n_slots_ = 0;   // capacity of the stacks
+  int max_rank_ = 0;  // padded rank of the stacks
+  std::vector<Slot> slots_;
+  std::vector<Stack> stacks_;  // per (layer, target)
+  ggml_context* ctx_ = nullptr;
+  ggml_backend_buffer_t buffer_ = nullptr;
+  uint64_t version_ = 0;
+};
+
+}  // namespace graft

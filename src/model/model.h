@@ -1,0 +1,138 @@
+// Model: a GGUF decoder model loaded for inference on ggml's CPU backend.
+// The weights are used in place from a read-only memory map of the file (no
+// second copy in RAM); weights that ggml's CPU backend can multiply faster in
+// a repacked layout are copied into such a buffer at load and their mapped
+// pages released, so resident memory stays about the size of the file.
+// One file per architecture family builds the graph (llama.cpp, qwen.cpp) on
+// the shared helpers of model/layers.h.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include "io/gguf_file.h"
+#include "io/mmap.h"
+#include "model/lora.h"
+#include "util/result.h"
+
+namespace graft {
+
+struct RopeConfig {
+  int mode = 0;   // GGML_ROPE_TYPE_NORM (llama) or GGML_ROPE_TYPE_NEOX (qwen)
+  int n_rot = 0;  // rotated dimensions of each head
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  int n_ctx_orig = 0;       // context length the model was trained with
+  std::string scaling;      // "", "linear" or "llama3" (per-dimension factors in rope_freqs.weight)
+};
+
+struct ModelConfig {
+  std::string arch;  // general.architecture
+  std::string name;  // general.name
+  int n_vocab = 0;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  int n_ff = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  RopeConfig rope;
+  bool tied_output = false;  // no output.weight: the token embedding is reused
+  bool qkv_bias = false;     // qwen2: biases on q, k, v
+  bool qk_norm = false;      // qwen3: RMS norms on each q and k head
+
+  int n_embd_q() const { return n_head * head_dim; }
+  int n_embd_kv() const { return n_head_kv * head_dim; }
+};
+
+struct ModelLoadOptions {
+  // Copy weights that ggml's CPU backend multiplies faster in a repacked
+  // layout (e.g. Q4_0 on AVX2) into such a buffer, as llama.cpp does.
+  bool repack = true;
+  // Storage type of mounted LoRA matrices (F16 or F32).
+  ggml_type lora_type = GGML_TYPE_F16;
+};
+
+// The weights of one transformer block. Optional tensors are null.
+struct LayerWeights {
+  ggml_tensor* attn_norm = nullptr;
+  ggml_tensor* wq = nullptr;
+  ggml_tensor* wk = nullptr;
+  ggml_tensor* wv = nullptr;
+  ggml_tensor* wo = nullptr;
+  ggml_tensor* bq = nullptr;
+  ggml_tensor* bk = nullptr;
+  ggml_tensor* bv = nullptr;
+  ggml_tensor* q_norm = nullptr;
+  ggml_tensor* k_norm = nullptr;
+  ggml_tensor* ffn_norm = nullptr;
+  ggml_tensor* ffn_gate = nullptr;
+  ggml_tensor* ffn_up = nullptr;
+  ggml_tensor* ffn_down = nullptr;
+};
+
+struct ModelWeights {
+  ggml_tensor* tok_embd = nullptr;
+  ggml_tensor* output_norm = nullptr;
+  ggml_tensor* output = nullptr;      // tok_embd itself (or its repacked copy) when tied
+  ggml_tensor* rope_freqs = nullptr;  // llama3 rope scaling
+  std::vector<LayerWeights> layers;
+};
+
+struct GraphContext;
+struct Architecture;
+
+class Model {
+ public:
+  // Loads a GGUF model. Errors name the file and the missing key or tensor,
+  // the wrong shape, or the unsupported architecture or tensor type.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& options = {});
+
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return gguf_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Bytes of weight data (mapped plus repacked).
+  size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights copied into repacked buffers (their mapped pages are released).
+  size_t repacked_bytes() const { return repacked_bytes_; }
+  // Seconds spent in load().
+  double load_seconds() const { return load_seconds_; }
+
+  // Appends the forward graph of one batch (see model/graph.h) and returns
+  // the logits tensor [n_vocab, n_outputs].
+  ggml_tensor* build_graph(GraphContext& g) const;
+
+  // LoRA adapters (model/lora.h). Called only while no forward runs.
+  Result<int> mount_lora(const LoraWeights& weights) { return lora_.mount(weights); }
+  Status unmount_lora(int slot) { return lora_.unmount(slot); }
+  const LoraSet& lora() const { return lora_; }
+
+ private:
+  Model(GgufFile gguf, MappedFile file, const ModelLoadOptions& options);
+  Status load_weights(const ModelLoadOptions& options);
+
+  GgufFile gguf_;
+  MappedFile file_;
+  ModelConfig config_;
+  const Architecture* arch_ = nullptr;
+  ModelWeights weights_;
+  ggml_context* tensor_ctx_ = nullptr;
+  std::vector<ggml_backend_buffer_t> buffers_;
+  size_t weight_bytes_ = 0;
+  size_t repacked_bytes_ = 0;
+  double load_seconds_ = 0.0;
+  LoraSet lora_;
+};
+
+}  // namespace graft

@@ -1,0 +1,28 @@
+#include "model/arch.h"
+
+namespace graft {
+
+namespace {
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", GGML_ROPE_TYPE_NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false, build_llama},
+    {"qwen2", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/true, /*qk_norm=*/false, build_qwen},
+    {"qwen3", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_qwen},
+};
+
+}  // namespace
+
+const Architecture* find_architecture(const std::string& name) {
+  for (const Architecture& a : kArchitectures) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::string names;
+  for (const Architecture& a : kArchitectures) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+}  // namespace graft
