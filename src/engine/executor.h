@@ -1,0 +1,79 @@
+// Executor: what the engine needs from the model side, and nothing more. The
+// scheduler decides, the executor executes: it runs one batch through the
+// model and samples one token per logits row, and it edits KV sequences. The
+// engine thread is its only caller. Tests drive the engine with a fake one;
+// `make_model_executor` (model_executor.h) is the real one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/batch.h"
+#include "engine/request.h"
+#include "util/result.h"
+
+namespace graft {
+
+struct ExecutorLimits {
+  int n_ctx = 0;  // longest sequence (prompt + generated) the KV cache holds
+  int n_vocab = 0;
+  int max_sequences = 0;  // KV sequence ids 0 .. max_sequences-1
+  int64_t kv_cells = 0;   // tokens the KV cache holds over all sequences
+  int64_t kv_bytes_per_token = 0;
+  int max_batch_rows = 0;  // most rows one step may carry
+};
+
+// One request's sampling state (penalty history, random generator).
+class RowSampler {
+ public:
+  virtual ~RowSampler() = default;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  virtual const ExecutorLimits& limits() const = 0;
+
+  // A sampler for one request; `prompt` seeds the penalty history.
+  // `top_logprobs` < 0: no logprobs.
+  virtual Result<std::unique_ptr<RowSampler>> new_sampler(const SamplingOptions& options,
+                                                          std::span<const TokenId> prompt,
+                                                          int top_logprobs) = 0;
+
+  // Runs the batch and samples one token for each row with logits, in row
+  // order, with samplers[i] for the i-th such row. The sampled token is
+  // accepted into that sampler's history.
+  virtual Result<std::vector<GeneratedToken>> step(const Batch& batch,
+                                                   std::span<RowSampler* const> samplers) = 0;
+
+  // KV sequence edits (between steps).
+  virtual void seq_free(SeqId seq) = 0;
+  virtual void seq_truncate(SeqId seq, int n_tokens) = 0;
+  // Makes dst's first n tokens those of src (dst must be empty).
+  virtual Status seq_copy_prefix(SeqId src, SeqId dst, int n_tokens) = 0;
+};
+
+// How generated tokens become text.
+class TextStream {
+ public:
+  virtual ~TextStream() = default;
+  // The text that token completes (only whole UTF-8 characters; invalid
+  // bytes become U+FFFD).
+  virtual std::string push(TokenId token) = 0;
+  // Whatever is still held back, at the end of generation.
+  virtual std::string flush() = 0;
+};
+
+class TokenText {
+ public:
+  virtual ~TokenText() = default;
+  // End-of-generation tokens (EOS, end of turn).
+  virtual bool is_end_of_generation(TokenId token) const = 0;
+  virtual std::unique_ptr<TextStream> open_stream() const = 0;
+};
+
+}  // namespace graft

@@ -1,0 +1,260 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace graft {
+
+namespace {
+
+int common_prefix(std::span<const TokenId> a, std::span<const TokenId> b, int cap) {
+  int n = static_cast<int>(std::min({a.size(), b.size(), static_cast<size_t>(std::max(cap, 0))}));
+  int i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config) : config_(config) {
+  config_.max_running = std::max(config_.max_running, 1);
+  config_.max_sequences = std::max(config_.max_sequences, config_.max_running);
+  config_.step_tokens = std::max(config_.step_tokens, config_.max_running + 1);
+  config_.min_prefix = std::max(config_.min_prefix, 1);
+  for (SeqId s = config_.max_sequences - 1; s >= 0; --s) free_seqs_.push_back(s);
+}
+
+int64_t Scheduler::projected(int prompt_tokens, int max_new) const {
+  return std::min<int64_t>(int64_t{prompt_tokens} + max_new, config_.n_ctx);
+}
+
+Status Scheduler::check_fits(int prompt_tokens, int max_new_tokens) const {
+  if (prompt_tokens <= 0) return make_error("invalid_request", "the prompt is empty");
+  if (prompt_tokens >= config_.n_ctx) {
+    return errorf("context_length_exceeded",
+                  "the prompt has {} tokens but the context holds {} (prompt plus at least one new token)",
+                  prompt_tokens, config_.n_ctx);
+  }
+  int64_t need = projected(prompt_tokens, max_new_tokens);
+  if (need > config_.kv_budget) {
+    return errorf(
+        "kv_budget_exceeded",
+        "the request needs {} KV cells (prompt {} + max_tokens {}) but the server's KV budget is {} "
+        "tokens: lower max_tokens or shorten the prompt",
+        need, prompt_tokens, max_new_tokens, config_.kv_budget);
+  }
+  return {};
+}
+
+void Scheduler::enqueue(RequestId id, std::vector<TokenId> prompt, int max_new_tokens,
+                        AdapterRoute adapters) {
+  Sequence s;
+  s.id = id;
+  s.n_prompt = static_cast<int>(prompt.size());
+  s.tokens = std::move(prompt);
+  s.max_new = max_new_tokens;
+  s.reserved = projected(s.n_prompt, max_new_tokens);
+  s.adapters = adapters;
+  waiting_.push_back(std::move(s));
+}
+
+StepPlan Scheduler::plan_step() {
+  StepPlan plan;
+  while (try_admit(plan)) {
+  }
+  plan.kv_ops = std::move(pending_ops_);
+  pending_ops_.clear();
+  add_rows(plan);
+  return plan;
+}
+
+bool Scheduler::try_admit(StepPlan& plan) {
+  if (waiting_.empty() || n_running() >= config_.max_running) return false;
+  Sequence& s = waiting_.front();
+  if (reserved_ + s.reserved > config_.kv_budget) return false;
+
+  PrefixMatch match;
+  if (config_.prefix_cache) match = longest_prefix(s);
+  if (match.length < config_.min_prefix) match = PrefixMatch{};
+
+  SeqId seq = -1;
+  if (match.from_cache && match.length == static_cast<int>(match.cached->tokens.size())) {
+    // The whole cached sequence starts this prompt: take it over as it is.
+    seq = match.cached->seq;
+    cached_cells_ -= static_cast<int64_t>(match.cached->tokens.size());
+    cache_.erase(match.cached);
+  } else {
+    const CachedPrefix* keep = match.from_cache ? &*match.cached : nullptr;
+    if (!take_free_seq(seq, keep)) return false;
+    if (match.length > 0) {
+      SeqId src = match.from_cache ? match.cached->seq : match.running->seq;
+      pending_ops_.push_back(KvOp{KvOp::Kind::kCopyPrefix, seq, src, match.length});
+      if (match.from_cache) cache_.splice(cache_.begin(), cache_, match.cached);
+    }
+  }
+  // Cached prefixes give way to running requests, least recently used first.
+  while (reserved_ + s.reserved + cached_cells_ > config_.kv_budget && !cache_.empty()) {
+    evict(std::prev(cache_.end()));
+  }
+
+  s.seq = seq;
+  s.n_computed = match.length;
+  plan.admitted.push_back(Admission{s.id, seq, match.length});
+  reserved_ += s.reserved;
+  running_.push_back(std::move(s));
+  waiting_.pop_front();
+  return true;
+}
+
+Scheduler::PrefixMatch Scheduler::longest_prefix(const Sequence& incoming) {
+  PrefixMatch best;
+  const int cap = incoming.n_prompt - 1;  // the last prompt token is always computed, for its logits
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (!(it->adapters == incoming.adapters)) continue;
+    int n = common_prefix(it->tokens, incoming.tokens, cap);
+    bool whole = n == static_cast<int>(it->tokens.size());
+    bool best_whole = best.from_cache && best.length == static_cast<int>(best.cached->tokens.size());
+    if (n > best.length || (n == best.length && n > 0 && whole && !best_whole)) {
+      best = PrefixMatch{n, nullptr, it, true};
+    }
+  }
+  for (const Sequence& r : running_) {
+    if (!(r.adapters == incoming.adapters)) continue;
+    int n = common_prefix(std::span(r.tokens).first(r.n_computed), incoming.tokens, cap);
+    if (n > best.length) best = PrefixMatch{n, &r, {}, false};
+  }
+  return best;
+}
+
+bool Scheduler::take_free_seq(SeqId& seq, const CachedPrefix* keep) {
+  if (free_seqs_.empty()) {
+    for (auto it = cache_.end(); it != cache_.begin();) {
+      --it;
+      if (&*it == keep) continue;
+      evict(it);
+      break;
+    }
+  }
+  if (free_seqs_.empty()) return false;
+  seq = free_seqs_.back();
+  free_seqs_.pop_back();
+  return true;
+}
+
+void Scheduler::evict(std::list<CachedPrefix>::iterator it) {
+  pending_ops_.push_back(KvOp{KvOp::Kind::kFree, it->seq, 0, 0});
+  free_seqs_.push_back(it->seq);
+  cached_cells_ -= static_cast<int64_t>(it->tokens.size());
+  cache_.erase(it);
+}
+
+void Scheduler::add_rows(StepPlan& plan) {
+  auto add_row = [&](const Sequence& s, int pos, bool logits) {
+    plan.batch.rows.push_back(BatchRow{s.tokens[pos], pos, s.seq, logits, s.adapters});
+    if (logits) plan.samplers.push_back(s.id);
+  };
+  // One decode row per request that has a sampled token not yet in KV.
+  int budget = config_.step_tokens;
+  for (Sequence& s : running_) {
+    if (s.n_computed >= s.n_prompt && s.n_computed == static_cast<int>(s.tokens.size()) - 1) {
+      add_row(s, s.n_computed, true);
+      plan.scheduled.push_back(s.id);
+      ++s.n_computed;
+      --budget;
+    }
+  }
+  // Prompt chunks in admission order. A prompt that cannot finish in this
+  // step is only started when no other prompt ran in it, so each prompt's
+  // first token comes as early as FIFO order allows.
+  bool prefilled = false;
+  for (Sequence& s : running_) {
+    if (budget <= 0) break;
+    int remaining = s.n_prompt - s.n_computed;
+    if (remaining <= 0) continue;
+    if (prefilled && remaining > budget) break;
+    int chunk = std::min(remaining, budget);
+    for (int i = 0; i < chunk; ++i) {
+      int pos = s.n_computed + i;
+      add_row(s, pos, pos == s.n_prompt - 1);
+    }
+    s.n_computed += chunk;
+    budget -= chunk;
+    if (plan.scheduled.empty() || plan.scheduled.back() != s.id) plan.scheduled.push_back(s.id);
+    prefilled = true;
+  }
+}
+
+void Scheduler::append_token(RequestId id, TokenId token) {
+  for (Sequence& s : running_) {
+    if (s.id == id) {
+      s.tokens.push_back(token);
+      return;
+    }
+  }
+}
+
+void Scheduler::release(RequestId id, bool keep_prefix) {
+  auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const Sequence& s) { return s.id == id; });
+  if (w != waiting_.end()) {
+    waiting_.erase(w);
+    return;
+  }
+  auto r = std::find_if(running_.begin(), running_.end(), [&](const Sequence& s) { return s.id == id; });
+  if (r == running_.end()) return;
+  reserved_ -= r->reserved;
+  if (keep_prefix && config_.prefix_cache && r->n_computed >= config_.min_prefix) {
+    std::span<const TokenId> kv(r->tokens.data(), r->n_computed);
+    // A cached prefix this sequence extends is now redundant.
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      auto next = std::next(it);
+      if (it->adapters == r->adapters && it->tokens.size() <= kv.size() &&
+          std::equal(it->tokens.begin(), it->tokens.end(), kv.begin())) {
+        evict(it);
+      }
+      it = next;
+    }
+    r->tokens.resize(r->n_computed);
+    cached_cells_ += r->n_computed;
+    cache_.push_front(CachedPrefix{r->seq, std::move(r->tokens), r->adapters});
+  } else {
+    pending_ops_.push_back(KvOp{KvOp::Kind::kFree, r->seq, 0, 0});
+    free_seqs_.push_back(r->seq);
+  }
+  running_.erase(r);
+}
+
+void Scheduler::drop_cached_if(const std::function<bool(const AdapterRoute&)>& pred) {
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    auto next = std::next(it);
+    if (pred(it->adapters)) evict(it);
+    it = next;
+  }
+}
+
+bool Scheduler::is_waiting(RequestId id) const {
+  return std::any_of(waiting_.begin(), waiting_.end(), [&](const Sequence& s) { return s.id == id; });
+}
+
+int64_t Scheduler::running_tokens() const {
+  int64_t n = 0;
+  for (const Sequence& s : running_) n += s.n_computed;
+  return n;
+}
+
+int64_t Scheduler::cached_tokens() const {
+  return cached_cells_;
+}
+
+int64_t Scheduler::pending_prompt_tokens() const {
+  int64_t n = 0;
+  for (const Sequence& s : waiting_) n += s.n_prompt;
+  for (const Sequence& s : running_) n += std::max(0, s.n_prompt - s.n_computed);
+  return n;
+}
+
+void Scheduler::for_each_route(const std::function<void(const AdapterRoute&)>& fn) const {
+  for (const Sequence& s : waiting_) fn(s.adapters);
+  for (const Sequence& s : running_) fn(s.adapters);
+}
+
+}  // namespace graft

@@ -1,0 +1,144 @@
+// Scheduler: decides, once per step, which requests run and how many tokens
+// each gets. It admits waiting requests in FIFO order while their projected
+// KV (prompt + max new tokens) fits the budget, gives every running request
+// one decode row, and fills the rest of the step with prompt chunks (chunked
+// prefill, so running streams keep flowing while a long prompt is read). It
+// keeps finished sequences as reusable prefixes while the budget allows and
+// starts a new request from the longest cached prefix it shares.
+//
+// It only decides: the plan it returns lists the KV edits to make and the
+// batch to run. It owns no model and no KV memory, and is tested alone.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/batch.h"
+#include "engine/request.h"
+#include "util/result.h"
+
+namespace graft {
+
+struct SchedulerConfig {
+  int n_ctx = 4096;           // longest sequence: prompt + generated tokens
+  int64_t kv_budget = 16384;  // KV cells (tokens) for running and cached sequences together
+  int max_running = 4;        // requests in flight at once
+  int max_sequences = 8;      // KV sequence ids: running plus cached prefixes
+  int step_tokens = 512;      // most rows in one step (decode rows + prompt chunks)
+  bool prefix_cache = true;
+  int min_prefix = 4;  // shortest shared prefix worth copying
+};
+
+// A KV edit the executor makes before the step's batch, in list order.
+struct KvOp {
+  enum class Kind { kFree, kCopyPrefix, kTruncate };
+  Kind kind = Kind::kFree;
+  SeqId seq = 0;     // the sequence freed or truncated, or the copy's destination
+  SeqId src = 0;     // kCopyPrefix: the source
+  int n_tokens = 0;  // kCopyPrefix / kTruncate: tokens kept
+
+  bool operator==(const KvOp&) const = default;
+};
+
+struct Admission {
+  RequestId id = 0;
+  SeqId seq = 0;
+  int cached_tokens = 0;  // prompt tokens whose KV came from a cached prefix
+};
+
+struct StepPlan {
+  std::vector<KvOp> kv_ops;
+  std::vector<Admission> admitted;
+  Batch batch;
+  std::vector<RequestId> samplers;   // the request that samples each logits row, in row order
+  std::vector<RequestId> scheduled;  // every request with rows in the batch
+
+  bool empty() const { return kv_ops.empty() && batch.size() == 0; }
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerConfig config);
+
+  const SchedulerConfig& config() const { return config_; }
+
+  // Whether a request of this size can ever run; the error says why not.
+  // Depends only on the configuration, so any thread may call it.
+  Status check_fits(int prompt_tokens, int max_new_tokens) const;
+
+  // Queues a request (it must pass check_fits; max_new_tokens > 0).
+  void enqueue(RequestId id, std::vector<TokenId> prompt, int max_new_tokens, AdapterRoute adapters);
+
+  // Decides the next step. The rows in the plan count as computed from now on.
+  StepPlan plan_step();
+
+  // The token sampled for a request from its logits row: the next step feeds it back.
+  void append_token(RequestId id, TokenId token);
+
+  // The request is over (finished, cancelled or failed), waiting or running.
+  // Its KV is freed by the next plan, or kept as a reusable prefix when
+  // `keep_prefix` and the cache is on. Unknown ids are ignored.
+  void release(RequestId id, bool keep_prefix);
+
+  // Drops cached prefixes whose adapters match (e.g. an adapter slot unmounted).
+  void drop_cached_if(const std::function<bool(const AdapterRoute&)>& pred);
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !pending_ops_.empty(); }
+  bool is_waiting(RequestId id) const;
+  int n_waiting() const { return static_cast<int>(waiting_.size()); }
+  int n_running() const { return static_cast<int>(running_.size()); }
+  int n_cached() const { return static_cast<int>(cache_.size()); }
+  // The tokens of a running request in KV or queued for it (prompt + generated).
+  int64_t running_tokens() const;
+  int64_t cached_tokens() const;
+  int64_t reserved_tokens() const { return reserved_; }  // projected KV of running requests
+  int64_t pending_prompt_tokens() const;                 // prompt tokens not yet in KV
+  // Calls fn with the adapters of every waiting and running request.
+  void for_each_route(const std::function<void(const AdapterRoute&)>& fn) const;
+
+ private:
+  struct Sequence {
+    RequestId id = 0;
+    SeqId seq = -1;
+    std::vector<TokenId> tokens;  // prompt, then sampled tokens
+    int n_prompt = 0;
+    int n_computed = 0;  // tokens[0 .. n_computed) are in KV
+    int max_new = 0;
+    int64_t reserved = 0;  // projected KV cells
+    AdapterRoute adapters;
+  };
+  struct CachedPrefix {
+    SeqId seq = -1;
+    std::vector<TokenId> tokens;  // exactly what its KV holds
+    AdapterRoute adapters;
+  };
+  struct PrefixMatch {
+    int length = 0;
+    const Sequence* running = nullptr;
+    std::list<CachedPrefix>::iterator cached;
+    bool from_cache = false;
+  };
+
+  int64_t projected(int prompt_tokens, int max_new) const;
+  bool try_admit(StepPlan& plan);
+  PrefixMatch longest_prefix(const Sequence& incoming);
+  bool take_free_seq(SeqId& seq, const CachedPrefix* keep);
+  void evict(std::list<CachedPrefix>::iterator it);
+  void add_rows(StepPlan& plan);
+
+  SchedulerConfig config_;
+  std::deque<Sequence> waiting_;
+  std::vector<Sequence> running_;  // in admission order
+  std::list<CachedPrefix> cache_;  // most recently used first
+  std::vector<SeqId> free_seqs_;
+  std::vector<KvOp> pending_ops_;  // frees decided between steps
+  int64_t reserved_ = 0;           // sum of running reservations
+  int64_t cached_cells_ = 0;
+};
+
+}  // namespace graft
