@@ -1,0 +1,54 @@
+// PEFT LoRA adapters (the Hugging Face standard): a folder holding
+// adapter_config.json and adapter_model.safetensors with tensors named
+// "base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight".
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/lora_adapter.h"
+#include "io/safetensors.h"
+
+namespace graft {
+
+inline constexpr const char* kPeftConfigFile = "adapter_config.json";
+inline constexpr const char* kPeftWeightsFile = "adapter_model.safetensors";
+
+// The adapter_config.json fields graft reads. Unsupported variants (DoRA,
+// fan_in_fan_out, trained biases, alpha_pattern, non-LoRA types) are errors.
+struct PeftConfig {
+  int r = 0;
+  float lora_alpha = 0.0f;
+  bool use_rslora = false;
+  std::vector<std::string> target_modules;  // a regex string becomes one entry
+  std::vector<int> layers_to_transform;     // empty: every layer
+  std::map<std::string, int> rank_pattern;  // module path -> its own rank
+  std::string base_model_name_or_path;
+};
+
+Result<PeftConfig> parse_peft_config(const std::string& json, const std::string& where);
+std::string peft_config_json(const PeftConfig& config);
+
+// Whether a folder looks like a PEFT adapter (holds either of its two files).
+bool is_peft_folder(const fs::path& dir);
+
+// Reads the config and the safetensors header; no weights.
+Result<AdapterDescription> describe_peft(const fs::path& dir);
+// Reads the weights, checking them against the header as describe_peft does.
+Result<LoraAdapter> read_peft(const fs::path& dir);
+
+struct PeftWriteOptions {
+  std::string base_model_name_or_path;
+  SafetensorsDtype dtype = SafetensorsDtype::f32;
+};
+
+// Writes adapter_model.safetensors, then adapter_config.json, each atomically,
+// creating the folder if needed.
+Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWriteOptions& options = {});
+
+// "base_model.model.model.layers.N.<block>.<module>.lora_<A|B>.weight"
+std::string peft_tensor_name(int layer, LoraTarget target, bool lora_b);
+
+}  // namespace graft

@@ -1,0 +1,73 @@
+#include "adapters/targets.h"
+
+namespace graft {
+
+namespace {
+
+struct TargetNames {
+  LoraTarget target;
+  std::string_view gguf;
+  std::string_view peft;
+  std::string_view block;
+  std::string_view short_name;
+};
+
+constexpr TargetNames kNames[] = {
+    {LoraTarget::attn_q, "attn_q", "q_proj", "self_attn", "q"},
+    {LoraTarget::attn_k, "attn_k", "k_proj", "self_attn", "k"},
+    {LoraTarget::attn_v, "attn_v", "v_proj", "self_attn", "v"},
+    {LoraTarget::attn_output, "attn_output", "o_proj", "self_attn", "o"},
+    {LoraTarget::ffn_gate, "ffn_gate", "gate_proj", "mlp", "gate"},
+    {LoraTarget::ffn_up, "ffn_up", "up_proj", "mlp", "up"},
+    {LoraTarget::ffn_down, "ffn_down", "down_proj", "mlp", "down"},
+};
+
+const TargetNames& names(LoraTarget target) {
+  for (const auto& n : kNames) {
+    if (n.target == target) return n;
+  }
+  return kNames[0];
+}
+
+}  // namespace
+
+std::string_view gguf_target_name(LoraTarget target) {
+  return names(target).gguf;
+}
+std::string_view peft_target_name(LoraTarget target) {
+  return names(target).peft;
+}
+std::string_view peft_block_name(LoraTarget target) {
+  return names(target).block;
+}
+
+std::optional<LoraTarget> target_from_gguf_name(std::string_view name) {
+  for (const auto& n : kNames) {
+    if (n.gguf == name) return n.target;
+  }
+  return std::nullopt;
+}
+
+std::optional<LoraTarget> target_from_peft_name(std::string_view name) {
+  for (const auto& n : kNames) {
+    if (n.peft == name) return n.target;
+  }
+  return std::nullopt;
+}
+
+std::optional<LoraTarget> parse_target(std::string_view name) {
+  for (const auto& n : kNames) {
+    if (n.gguf == name || n.peft == name || n.short_name == name) return n.target;
+  }
+  return std::nullopt;
+}
+
+bool lora_architecture_supported(std::string_view arch) {
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3";
+}
+
+std::string base_tensor_name(int layer, LoraTarget target) {
+  return "blk." + std::to_string(layer) + "." + std::string(gguf_target_name(target)) + ".weight";
+}
+
+}  // namespace graft

@@ -1,0 +1,40 @@
+// The projections a LoRA adapter may target, and their names in the two file
+// formats: GGUF ("blk.N.attn_q.weight") and PEFT ("model.layers.N.self_attn.q_proj").
+// The names are the same for every architecture graft supports (llama, qwen2, qwen3).
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adapters/lora_types.h"
+
+namespace graft {
+
+inline constexpr std::array<LoraTarget, 7> kAllLoraTargets = {
+    LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,   LoraTarget::attn_output,
+    LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down,
+};
+
+// "attn_q", ... as in GGUF tensor names.
+std::string_view gguf_target_name(LoraTarget target);
+// "q_proj", ... as in PEFT module names and target_modules.
+std::string_view peft_target_name(LoraTarget target);
+// "self_attn" or "mlp": the PEFT block the module sits in.
+std::string_view peft_block_name(LoraTarget target);
+
+std::optional<LoraTarget> target_from_gguf_name(std::string_view name);
+std::optional<LoraTarget> target_from_peft_name(std::string_view name);
+// Accepts either naming ("q_proj" or "attn_q") and the short forms q, k, v,
+// o, gate, up, down.
+std::optional<LoraTarget> parse_target(std::string_view name);
+
+// Whether graft maps adapters onto this GGUF architecture.
+bool lora_architecture_supported(std::string_view arch);
+
+// The GGUF name of a target's base weight, "blk.<layer>.attn_q.weight".
+std::string base_tensor_name(int layer, LoraTarget target);
+
+}  // namespace graft

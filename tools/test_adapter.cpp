@@ -1,0 +1,73 @@
+#include "tools/test_adapter.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "adapters/base_model.h"
+#include "tools/random.h"
+
+namespace graft {
+
+namespace {
+
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull ^ (seed * 0x9E3779B97F4A7C15ull);
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return SplitMix64(h).next();
+}
+
+std::vector<float> uniform(size_t n, uint64_t seed, float stddev) {
+  SplitMix64 rng(seed);
+  const float half_width = stddev * std::sqrt(3.0f);
+  std::vector<float> out(n);
+  for (float& x : out) x = (rng.next_float() * 2.0f - 1.0f) * half_width;
+  return out;
+}
+
+}  // namespace
+
+Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec) {
+  if (spec.rank <= 0) return errorf("invalid_argument", "rank must be positive, got {}", spec.rank);
+  if (!std::isfinite(spec.alpha) || spec.alpha <= 0.0f) {
+    return errorf("invalid_argument", "alpha must be a positive number, got {}", spec.alpha);
+  }
+  if (spec.targets.empty()) return errorf("invalid_argument", "no target projections given");
+  GRAFT_TRY(BaseModel base, BaseModel::open(spec.base_path));
+  if (!lora_architecture_supported(base.architecture)) {
+    return errorf("invalid_argument", "graft does not make adapters for '{}' models", base.architecture);
+  }
+  std::vector<int> layers = spec.layers;
+  if (layers.empty()) {
+    for (int l = 0; l < base.n_layer; ++l) layers.push_back(l);
+  }
+  LoraAdapter adapter;
+  adapter.scaling = {spec.alpha, spec.rank, false};
+  const float scale = adapter.scaling.scale();
+  for (int layer : layers) {
+    if (layer < 0 || layer >= base.n_layer) {
+      return errorf("invalid_argument", "layer {} does not exist (the base model has {})", layer,
+                    base.n_layer);
+    }
+    for (LoraTarget target : kAllLoraTargets) {
+      if (std::find(spec.targets.begin(), spec.targets.end(), target) == spec.targets.end()) continue;
+      auto shape = base.shapes.find({layer, target});
+      if (shape == base.shapes.end()) {
+        return errorf("invalid_argument", "the base model has no {}", base_tensor_name(layer, target));
+      }
+      const auto [n_in, n_out] = shape->second;
+      const std::string name = base_tensor_name(layer, target);
+      LoraPair pair;
+      pair.layer = layer;
+      pair.target = target;
+      pair.rank = spec.rank;
+      pair.a = uniform(size_t(spec.rank * n_in), tensor_seed(spec.seed, name + ".lora_a"),
+                       1.0f / std::sqrt(float(n_in)));
+      pair.b = uniform(size_t(n_out * spec.rank), tensor_seed(spec.seed, name + ".lora_b"),
+                       spec.strength / (std::sqrt(float(spec.rank)) * scale));
+      adapter.pairs.push_back(std::move(pair));
+    }
+  }
+  return adapter;
+}
+
+}  // namespace graft
