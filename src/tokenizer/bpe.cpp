@@ -1,0 +1,166 @@
+#include "tokenizer/bpe.h"
+
+#include <fmt/format.h>
+
+#include "tokenizer/space_words.h"
+#include "tokenizer/utf8.h"
+
+namespace graft {
+
+void MergeTable::build(std::vector<Entry> entries) {
+  size_t capacity = 16;
+  while (capacity < entries.size() * 2) capacity <<= 1;
+  slots_.assign(capacity, Entry{kEmpty, 0, 0});
+  mask_ = capacity - 1;
+  shift_ = 64 - __builtin_ctzll(capacity);
+  count_ = 0;
+  for (const Entry& e : entries) {
+    for (size_t i = slot(e.key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == e.key) break;  // a repeated pair keeps its first (lowest) rank
+      if (slots_[i].key == kEmpty) {
+        slots_[i] = e;
+        ++count_;
+        break;
+      }
+    }
+  }
+}
+
+int32_t BpeModel::id_of_string(const Vocab& vocab, std::string_view text) const {
+  if (auto id = vocab.find(text)) return *id;
+  auto it = merge_only_ids_.find(text);
+  return it == merge_only_ids_.end() ? -1 : it->second;
+}
+
+Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) {
+  BpeModel m;
+  m.byte_level_ = vocab.kind == VocabKind::kByteLevelBpe;
+  m.whole_newline_words_ = whole_newline_words;
+  m.n_vocab_ = vocab.size();
+
+  // Give every string of the merge list an id: its token id, or a fresh one.
+  auto intern = [&](std::string_view text) -> int32_t {
+    if (auto id = vocab.find(text)) return *id;
+    auto [it, added] = m.merge_only_ids_.try_emplace(std::string(text), 0);
+    if (added) it->second = m.n_vocab_ + static_cast<int32_t>(m.merge_only_ids_.size()) - 1;
+    return it->second;
+  };
+  std::vector<MergeTable::Entry> entries;
+  entries.reserve(vocab.merges.size());
+  std::string joined;
+  bool joins = false;
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string& line = vocab.merges[rank];
+    const size_t space = line.find(' ', 1);
+    if (space == std::string::npos) continue;  // not a pair; nothing can use it
+    const std::string_view left(line.data(), space);
+    const std::string_view right(line.data() + space + 1, line.size() - space - 1);
+    joined.assign(left);
+    joined.append(right);
+    if (!m.byte_level_ && !joins) joins = joins_word_before_space(joined);
+    const int32_t l = intern(left);
+    const int32_t r = intern(right);
+    const int32_t result = intern(joined);
+    entries.push_back({MergeTable::pack(l, r), static_cast<int32_t>(rank), result});
+  }
+  if (m.n_vocab_ + m.merge_only_ids_.size() > static_cast<size_t>(INT32_MAX)) {
+    return errorf("invalid_file", "too many distinct strings in tokenizer.ggml.merges");
+  }
+  m.merges_.build(std::move(entries));
+
+  for (int b = 0; b < 256; ++b) {
+    std::string unit;
+    if (m.byte_level_) {
+      utf8::append_codepoint(unit, utf8::byte_to_codepoint(static_cast<uint8_t>(b)));
+    } else if (b < 0x80) {
+      unit.push_back(static_cast<char>(b));
+    }
+    m.byte_unit_[b] = unit.empty() ? -1 : m.id_of_string(vocab, unit);
+
+    auto& fallback = m.fallback_[b];
+    fallback = {-1, -1};
+    if (m.byte_level_) {
+      // Each byte of the encoded character, looked up on its own.
+      for (size_t k = 0; k < unit.size() && k < 2; ++k)
+        fallback[k] = vocab.find(unit.substr(k, 1)).value_or(-1);
+    } else {
+      fallback[0] = vocab.find(fmt::format("<0x{:02X}>", b)).value_or(-1);
+    }
+  }
+
+  if (!m.byte_level_) {
+    m.splits_at_spaces_ = !joins;
+    for (const std::string& text : vocab.texts) {
+      if (m.splits_at_spaces_ && joins_word_before_space(text)) m.splits_at_spaces_ = false;
+    }
+  }
+  return m;
+}
+
+int32_t BpeModel::unit_id(const Vocab& vocab, std::string_view unit) const {
+  if (unit.size() == 1 && static_cast<uint8_t>(unit[0]) < 0x80)
+    return byte_unit_[static_cast<uint8_t>(unit[0])];
+  return id_of_string(vocab, unit);
+}
+
+void BpeModel::emit_fallback(std::string_view bytes, std::vector<TokenId>& out) const {
+  for (char c : bytes) {
+    for (int32_t id : fallback_[static_cast<uint8_t>(c)]) {
+      if (id >= 0) out.push_back(id);
+    }
+  }
+}
+
+void BpeModel::encode_word(const Vocab& vocab, std::string_view word, BpeScratch& scratch,
+                           std::vector<TokenId>& out) const {
+  if (word.empty()) return;
+  if (vocab.ignore_merges) {
+    std::string_view key = word;
+    if (byte_level_) {
+      scratch.text.clear();
+      for (char c : word)
+        utf8::append_codepoint(scratch.text, utf8::byte_to_codepoint(static_cast<uint8_t>(c)));
+      key = scratch.text;
+    }
+    if (auto id = vocab.find(key)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+  if (whole_newline_words_ && word.find_first_not_of('\n') == std::string_view::npos) {
+    if (auto id = vocab.find(word)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+
+  auto& symbols = scratch.symbols;
+  if (byte_level_) {
+    make_chain(
+        word.size(), symbols, [](size_t) { return size_t{1}; },
+        [&](size_t i, size_t) { return byte_unit_[static_cast<uint8_t>(word[i])]; });
+  } else {
+    make_chain(
+        word.size(), symbols, [&](size_t i) { return utf8::length_from_lead(static_cast<uint8_t>(word[i])); },
+        [&](size_t i, size_t len) { return unit_id(vocab, word.substr(i, len)); });
+  }
+
+  auto pair = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<MergeStep<int32_t>> {
+    if (l.id < 0 || r.id < 0) return std::nullopt;
+    const MergeTable::Entry* e = merges_.find(l.id, r.id);
+    if (!e) return std::nullopt;
+    return MergeStep<int32_t>{e->rank, e->result};
+  };
+  run_merges(symbols, pair, scratch.merge);
+
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    const MergeSymbol& s = symbols[i];
+    if (s.id >= 0 && s.id < n_vocab_) {
+      out.push_back(s.id);
+    } else {
+      emit_fallback(word.substr(s.start, s.length), out);
+    }
+  }
+}
+
+}  // namespace graft

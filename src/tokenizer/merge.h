@@ -1,0 +1,151 @@
+// The merge loop shared by BPE and SentencePiece: a word starts as a chain of
+// symbols (bytes or characters); the adjacent pair with the lowest cost is
+// merged into one symbol, leftmost first among equal costs, until no pair
+// can merge. BPE's cost is the merge rank, SentencePiece's the negated score
+// of the merged token. Internal to the tokenizer layer.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace graft {
+
+struct MergeSymbol {
+  int32_t id;       // token (or merge-only string) id, -1 when the symbol is no token at all
+  uint32_t start;   // byte range in the word
+  uint32_t length;  // 0 once merged into its left neighbour
+  int32_t prev;
+  int32_t next;
+};
+
+template <typename Cost>
+struct MergeStep {
+  Cost cost;
+  int32_t result;  // id of the merged symbol
+};
+
+// Scratch space reused across words so that encoding allocates rarely.
+template <typename Cost>
+struct MergeScratch {
+  struct Pair {
+    Cost cost;
+    int32_t left, right;
+    int32_t left_id, right_id;
+    int32_t result;
+  };
+  std::vector<Pair> heap;
+  std::vector<Cost> cost;
+  std::vector<int32_t> result;
+  std::vector<uint8_t> has_pair;
+};
+
+// Words up to this many symbols use a scan per merge (no heap); longer ones a
+// priority queue. Both give identical results.
+inline constexpr size_t kScanMergeLimit = 48;
+
+// Runs the merges over `symbols` (a chain 0..n-1 set up by the caller).
+// `pair(left, right)` returns the merge step for two adjacent symbols, or
+// nullopt when they do not merge.
+template <typename Cost, typename PairFn>
+void run_merges(std::vector<MergeSymbol>& symbols, PairFn&& pair, MergeScratch<Cost>& scratch,
+                size_t scan_limit = kScanMergeLimit) {
+  const int32_t n = static_cast<int32_t>(symbols.size());
+  if (n < 2) return;
+
+  auto merge_into_left = [&](int32_t left, int32_t result) {
+    MergeSymbol& l = symbols[left];
+    MergeSymbol& r = symbols[l.next];
+    l.id = result;
+    l.length += r.length;
+    r.length = 0;
+    l.next = r.next;
+    if (l.next >= 0) symbols[l.next].prev = left;
+  };
+
+  if (static_cast<size_t>(n) <= scan_limit) {
+    auto& cost = scratch.cost;
+    auto& result = scratch.result;
+    auto& has = scratch.has_pair;
+    cost.resize(n);
+    result.resize(n);
+    has.assign(n, 0);
+    auto evaluate = [&](int32_t i) {
+      has[i] = 0;
+      if (i < 0 || symbols[i].next < 0) return;
+      if (auto step = pair(symbols[i], symbols[symbols[i].next])) {
+        has[i] = 1;
+        cost[i] = step->cost;
+        result[i] = step->result;
+      }
+    };
+    for (int32_t i = 0; i + 1 < n; ++i) evaluate(i);
+    while (true) {
+      int32_t best = -1;
+      for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+        if (has[i] && (best < 0 || cost[i] < cost[best])) best = i;
+      }
+      if (best < 0) break;
+      merge_into_left(best, result[best]);
+      evaluate(best);
+      if (symbols[best].prev >= 0) evaluate(symbols[best].prev);
+    }
+    return;
+  }
+
+  using Pair = typename MergeScratch<Cost>::Pair;
+  auto& heap = scratch.heap;
+  heap.clear();
+  // std heap functions build a max-heap: "greater" puts the lowest cost, then
+  // the leftmost pair, on top.
+  auto later = [](const Pair& a, const Pair& b) {
+    return a.cost > b.cost || (a.cost == b.cost && a.left > b.left);
+  };
+  auto push = [&](int32_t left) {
+    if (left < 0) return;
+    const int32_t right = symbols[left].next;
+    if (right < 0) return;
+    if (auto step = pair(symbols[left], symbols[right])) {
+      heap.push_back(Pair{step->cost, left, right, symbols[left].id, symbols[right].id, step->result});
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Pair top = heap.back();
+    heap.pop_back();
+    const MergeSymbol& l = symbols[top.left];
+    const MergeSymbol& r = symbols[top.right];
+    // Skip pairs made stale by an earlier merge.
+    if (l.length == 0 || r.length == 0 || l.next != top.right || l.id != top.left_id ||
+        r.id != top.right_id) {
+      continue;
+    }
+    merge_into_left(top.left, top.result);
+    push(symbols[top.left].prev);
+    push(top.left);
+  }
+}
+
+// Sets up `symbols` as a chain over the units of a word; `unit_length(i)`
+// gives the byte length of the unit at byte offset i, `unit_id(start, len)`
+// its id.
+template <typename LengthFn, typename IdFn>
+void make_chain(size_t word_length, std::vector<MergeSymbol>& symbols, LengthFn&& unit_length,
+                IdFn&& unit_id) {
+  symbols.clear();
+  size_t offset = 0;
+  int32_t index = 0;
+  while (offset < word_length) {
+    const size_t len = std::min(unit_length(offset), word_length - offset);
+    symbols.push_back(MergeSymbol{unit_id(offset, len), static_cast<uint32_t>(offset),
+                                  static_cast<uint32_t>(len), index - 1, index + 1});
+    offset += len;
+    ++index;
+  }
+  if (!symbols.empty()) symbols.back().next = -1;
+}
+
+}  // namespace graft
