@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Developer cross-check, not part of the test suite: renders the bundle's chat
+templates with Python's jinja2 set up the way Hugging Face transformers sets it
+up (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
+its own tojson, raise_exception and strftime_now), so that graft's renderer and
+the hand-written expected files in tests/data/chat/ can be compared with what
+transformers would produce.
+
+  python3 tests/chat/reference_render.py TEMPLATE.jinja basic|tools [--bos B --eos E]
+  python3 tests/chat/reference_render.py --all DIR      # one line per template: ok / error
+
+The conversations mirror the ones in tests/chat/conversations.h, with tool-call
+arguments already parsed to objects (graft does that before rendering).
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import jinja2
+from jinja2.ext import Extension, loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+SYSTEM = "You are a helpful assistant."
+BASIC = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": "What is the capital of France?"},
+    {"role": "assistant", "content": "The capital of France is Paris."},
+    {"role": "user", "content": "And of Germany?"},
+]
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city name."}},
+            "required": ["city"],
+        },
+    },
+}]
+WITH_TOOLS = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": "What's the weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{
+        "id": "call12345", "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "call12345", "name": "get_weather",
+     "content": "{\"temperature\": 18, \"condition\": \"sunny\"}"},
+]
+
+
+class GenerationTracker(Extension):
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render", []), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
+def environment():
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt):
+        return datetime.datetime(2025, 3, 14, 12, 0, 0).strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[GenerationTracker, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env
+
+
+def render(source, kind, bos, eos, extra=None):
+    messages, tools = (BASIC, None) if kind == "basic" else (WITH_TOOLS, TOOLS)
+    template = environment().from_string(source)
+    return template.render(messages=messages, tools=tools, documents=None, add_generation_prompt=True,
+                           bos_token=bos, eos_token=eos, **(extra or {}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("template", nargs="?")
+    ap.add_argument("kind", nargs="?", default="basic")
+    ap.add_argument("--bos", default="<s>")
+    ap.add_argument("--eos", default="</s>")
+    ap.add_argument("--all")
+    ap.add_argument("--kwargs", default="{}")
+    args = ap.parse_args()
+    if args.all:
+        for name in sorted(os.listdir(args.all)):
+            if not name.endswith(".jinja"):
+                continue
+            source = open(os.path.join(args.all, name), encoding="utf-8").read()
+            for kind in ("basic", "tools"):
+                try:
+                    render(source, kind, args.bos, args.eos)
+                    status = "ok"
+                except Exception as e:  # noqa: BLE001 - report every failure
+                    status = f"error: {type(e).__name__}: {e}"
+                print(f"{name} {kind}: {status}")
+        return
+    source = open(args.template, encoding="utf-8").read()
+    sys.stdout.write(render(source, args.kind, args.bos, args.eos, json.loads(args.kwargs)))
+
+
+if __name__ == "__main__":
+    main()
