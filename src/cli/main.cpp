@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   graft::cli::add_make_test_model_command(app);
   graft::cli::add_inspect_command(app);
   graft::cli::add_serve_command(app);
+  graft::cli::add_tokenize_command(app);
 
   try {
     app.parse(argc, argv);
