@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "adapters/lora_types.h"
+#include "model/lora.h"
 #include "util/result.h"
 
 namespace graft {
