@@ -1,0 +1,77 @@
+// The HTTP types route handlers see: a parsed request, a response, and the
+// Exchange through which a handler answers — at once or later, whole or as a
+// stream of server-sent events. No Beast types here: only http_server.cpp
+// knows Beast.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace graft::server {
+
+using json = nlohmann::json;
+
+struct HttpRequest {
+  std::string method;                          // "GET", "POST", …
+  std::string path;                            // without the query string
+  std::string query;                           // after '?', undecoded
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::map<std::string, std::string> params;  // path parameters ({id} in the route pattern)
+
+  // The header's value, or "" when absent (name in lower case).
+  std::string header(const std::string& name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // added to the defaults (CORS, …)
+};
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the request field at fault, or ""
+  std::string code;   // a short machine token, or ""
+
+  json to_json() const;
+};
+
+ApiError bad_request(std::string message, std::string param = {}, std::string code = {});
+
+// One request/response exchange. A handler may keep it (shared_ptr) and answer
+// later from any thread: every method may be called from any thread and is
+// carried out on the connection's own strand, in call order. Exactly one of
+// send() or start_events() … end_events() answers a request.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+
+  virtual void send(HttpResponse response) = 0;
+  void send_json(int status, const json& body);
+  void send_error(const ApiError& error);
+
+  // Server-sent events: headers first, then "data: <payload>\n\n" per event.
+  virtual void start_events() = 0;
+  virtual void send_event(std::string payload) = 0;
+  virtual void end_events() = 0;
+
+  // Runs fn on the connection's strand (where handler callbacks should touch
+  // their state).
+  virtual void post(std::function<void()> fn) = 0;
+  // fn runs once (on the strand) if the client goes away before the answer
+  // is complete. Set it right after starting work the client may abandon.
+  virtual void on_disconnect(std::function<void()> fn) = 0;
+};
+
+}  // namespace graft::server

@@ -1,0 +1,464 @@
+// The only translation unit that includes Beast (it compiles slowly).
+#include "server/http_server.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "util/log.h"
+
+namespace graft::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+class Session;
+
+// The Exchange a handler holds. It keeps its session alive until released,
+// and forwards every call to the session's strand.
+class SessionExchange : public Exchange {
+ public:
+  SessionExchange(std::shared_ptr<Session> session, uint64_t serial)
+      : session_(std::move(session)), serial_(serial) {}
+  void send(HttpResponse response) override;
+  void start_events() override;
+  void send_event(std::string payload) override;
+  void end_events() override;
+  void post(std::function<void()> fn) override;
+  void on_disconnect(std::function<void()> fn) override;
+
+ private:
+  std::shared_ptr<Session> session_;
+  uint64_t serial_;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, std::shared_ptr<const Router> router, const HttpServerOptions& options)
+      : stream_(std::move(socket)), router_(std::move(router)), options_(options) {}
+
+  void run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  }
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // Exchange calls, on the strand. Calls for an exchange that is over are ignored.
+  void send(uint64_t serial, HttpResponse response) {
+    if (!current(serial) || answered_) return;
+    answered_ = true;
+    complete_ = true;
+    std::string head = status_line(response.status);
+    if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
+    head += fmt::format("Content-Length: {}\r\n", response.body.size());
+    for (auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    head += common_headers();
+    head += "\r\n";
+    if (!head_request_) head += response.body;
+    enqueue(std::move(head));
+  }
+  void start_events(uint64_t serial) {
+    if (!current(serial) || answered_) return;
+    answered_ = true;
+    streaming_ = true;
+    std::string head = status_line(200);
+    head += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
+    if (chunked_) head += "Transfer-Encoding: chunked\r\n";
+    head += common_headers();
+    head += "\r\n";
+    enqueue(std::move(head));
+  }
+  void send_event(uint64_t serial, const std::string& payload) {
+    if (!current(serial) || !streaming_ || complete_) return;
+    enqueue(chunk("data: " + payload + "\n\n"));
+  }
+  void end_events(uint64_t serial) {
+    if (!current(serial) || !streaming_ || complete_) return;
+    complete_ = true;
+    if (chunked_) {
+      enqueue("0\r\n\r\n");
+    } else {
+      keep_alive_ = false;
+      maybe_finish();
+    }
+  }
+  void set_on_disconnect(uint64_t serial, std::function<void()> fn) {
+    if (!current(serial)) return;
+    if (gone_) {
+      fn();
+      return;
+    }
+    on_disconnect_ = std::move(fn);
+  }
+
+ private:
+  bool current(uint64_t serial) const { return serial == serial_ && !gone_; }
+
+  std::string status_line(int status) const {
+    auto reason = http::obsolete_reason(static_cast<http::status>(status));
+    return fmt::format("HTTP/1.{} {} {}\r\n", http11_ ? 1 : 0, status,
+                       std::string_view(reason.data(), reason.size()));
+  }
+  std::string common_headers() const {
+    std::string h = "Access-Control-Allow-Origin: *\r\nServer: graft\r\n";
+    h += keep_alive_ ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+    return h;
+  }
+  std::string chunk(const std::string& data) const {
+    if (!chunked_) return data;
+    return fmt::format("{:x}\r\n{}\r\n", data.size(), data);
+  }
+
+  void read_request() {
+    parser_.emplace();
+    parser_->body_limit(options_.body_limit);
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(options_.idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  void on_header(beast::error_code ec, size_t) {
+    if (ec) return on_read_error(ec);
+    auto& req = parser_->get();
+    auto length = parser_->content_length();
+    if (length && *length > options_.body_limit) {
+      keep_alive_ = false;
+      return reject_body_size();
+    }
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      auto self = shared_from_this();
+      auto msg = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      net::async_write(stream_, net::buffer(*msg), [self, msg](beast::error_code ec, size_t) {
+        if (ec) return self->close();
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::on_body, shared_from_this()));
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      keep_alive_ = false;
+      return reject_body_size();
+    }
+    if (ec == http::error::header_limit || ec == http::error::bad_method || ec == http::error::bad_target ||
+        ec == http::error::bad_version || ec == http::error::bad_field || ec == http::error::bad_value ||
+        ec == http::error::bad_line_ending || ec == http::error::bad_chunk) {
+      keep_alive_ = false;
+      begin_exchange();
+      ApiError error = bad_request("malformed HTTP request: " + ec.message());
+      send(serial_, HttpResponse{400, "application/json", error.to_json().dump(), {}});
+      return;
+    }
+    close();  // end of stream, timeout, reset: nothing to answer
+  }
+
+  void reject_body_size() {
+    drain_before_close_ = true;
+    begin_exchange();
+    ApiError error;
+    error.status = 413;
+    error.message =
+        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit);
+    error.code = "request_too_large";
+    send(serial_, HttpResponse{413, "application/json", error.to_json().dump(), {}});
+  }
+
+  void begin_exchange() {
+    ++serial_;
+    answered_ = false;
+    streaming_ = false;
+    complete_ = false;
+    on_disconnect_ = nullptr;
+    stream_.expires_never();
+  }
+
+  void on_body(beast::error_code ec, size_t) {
+    if (ec) return on_read_error(ec);
+    auto req = parser_->release();
+    http11_ = req.version() >= 11;
+    chunked_ = http11_;
+    keep_alive_ = req.keep_alive();
+    head_request_ = req.method() == http::verb::head;
+    begin_exchange();
+
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    std::string target(req.target());
+    size_t q = target.find('?');
+    request.path = target.substr(0, q);
+    if (q != std::string::npos) request.query = target.substr(q + 1);
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      request.headers[name] = std::string(field.value());
+    }
+    request.body = std::move(req.body());
+    GRAFT_LOG_DEBUG("{} {}", request.method, target);
+
+    watch_for_disconnect();
+    auto exchange = std::make_shared<SessionExchange>(shared_from_this(), serial_);
+    router_->dispatch(request, exchange);
+  }
+
+  // While an answer is pending, notice a client that closes its connection.
+  void watch_for_disconnect() {
+    if (watching_) return;
+    watching_ = true;
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                beast::bind_front_handler(&Session::on_readable, shared_from_this()));
+  }
+
+  void on_readable(beast::error_code ec) {
+    watching_ = false;
+    if (ec == net::error::operation_aborted || gone_) return;
+    if (!ec) {
+      char byte;
+      ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return;  // the next request (pipelined): it stays buffered in the socket
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!complete_) watch_for_disconnect();
+        return;
+      }
+    }
+    client_gone();
+  }
+
+  void client_gone() {
+    if (gone_) return;
+    gone_ = true;
+    GRAFT_LOG_DEBUG("client went away");
+    out_.clear();
+    if (on_disconnect_) {
+      auto fn = std::move(on_disconnect_);
+      on_disconnect_ = nullptr;
+      fn();
+    }
+    close();
+  }
+
+  void enqueue(std::string data) {
+    if (gone_) return;
+    out_.push_back(std::move(data));
+    if (!writing_) write_next();
+  }
+
+  void write_next() {
+    if (out_.empty()) {
+      writing_ = false;
+      maybe_finish();
+      return;
+    }
+    writing_ = true;
+    net::async_write(stream_, net::buffer(out_.front()),
+                     beast::bind_front_handler(&Session::on_write, shared_from_this()));
+  }
+
+  void on_write(beast::error_code ec, size_t) {
+    if (ec) return client_gone();
+    if (!out_.empty()) out_.pop_front();
+    write_next();
+  }
+
+  // After the last byte of a complete answer: next request, or close.
+  void maybe_finish() {
+    if (!complete_ || writing_ || gone_) return;
+    if (!keep_alive_) return drain_before_close_ ? drain() : close();
+    complete_ = false;
+    if (watching_) stream_.socket().cancel();
+    watching_ = false;
+    read_request();
+  }
+
+  // Reads and drops what the client still sends (the rest of a refused body),
+  // so that it gets to read the answer, then closes.
+  void drain() {
+    if (watching_) stream_.socket().cancel();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    drained_ = 0;
+    drain_more();
+  }
+  void drain_more() {
+    stream_.expires_after(std::chrono::seconds(10));
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > (size_t{256} << 20)) return self->close();
+                              self->drain_more();
+                            });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<const Router> router_;
+  const HttpServerOptions& options_;
+
+  uint64_t serial_ = 0;
+  bool http11_ = true;
+  bool chunked_ = true;
+  bool keep_alive_ = true;
+  bool head_request_ = false;
+  bool answered_ = false;
+  bool streaming_ = false;
+  bool complete_ = false;
+  bool watching_ = false;
+  bool gone_ = false;
+  bool writing_ = false;
+  bool drain_before_close_ = false;
+  size_t drained_ = 0;
+  std::array<char, 65536> discard_;
+  std::deque<std::string> out_;
+  std::function<void()> on_disconnect_;
+};
+
+void SessionExchange::send(HttpResponse response) {
+  net::post(session_->executor(), [s = session_, serial = serial_, r = std::move(response)]() mutable {
+    s->send(serial, std::move(r));
+  });
+}
+void SessionExchange::start_events() {
+  net::post(session_->executor(), [s = session_, serial = serial_] { s->start_events(serial); });
+}
+void SessionExchange::send_event(std::string payload) {
+  net::post(session_->executor(),
+            [s = session_, serial = serial_, p = std::move(payload)] { s->send_event(serial, p); });
+}
+void SessionExchange::end_events() {
+  net::post(session_->executor(), [s = session_, serial = serial_] { s->end_events(serial); });
+}
+void SessionExchange::post(std::function<void()> fn) {
+  net::post(session_->executor(), std::move(fn));
+}
+void SessionExchange::on_disconnect(std::function<void()> fn) {
+  net::post(session_->executor(), [s = session_, serial = serial_, f = std::move(fn)]() mutable {
+    s->set_on_disconnect(serial, std::move(f));
+  });
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::optional<net::signal_set> signals;
+  std::vector<std::thread> threads;
+  std::shared_ptr<const Router> router;
+  std::mutex mutex;
+  std::condition_variable stopped_cv;
+  bool stopped = false;
+  int port = 0;
+
+  void accept(const HttpServerOptions& options) {
+    acceptor.async_accept(net::make_strand(ioc), [this, &options](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(std::move(socket), router, options)->run();
+      } else {
+        GRAFT_LOG_WARN("accept failed: {}", ec.message());
+      }
+      accept(options);
+    });
+  }
+};
+
+HttpServer::HttpServer(HttpServerOptions options, std::shared_ptr<const Router> router)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  impl_->router = std::move(router);
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Status HttpServer::start() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(options_.host, ec);
+  if (ec) return errorf("invalid_argument", "'{}' is not an IP address: {}", options_.host, ec.message());
+  tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
+  auto& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return errorf("unavailable", "cannot listen on {}:{}: {}", options_.host, options_.port, ec.message());
+  impl_->port = acceptor.local_endpoint().port();
+  impl_->accept(options_);
+  for (int i = 0; i < std::max(options_.threads, 1); ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+  return {};
+}
+
+int HttpServer::port() const {
+  return impl_->port;
+}
+
+void HttpServer::stop_on_signals() {
+  impl_->signals.emplace(impl_->ioc, SIGINT, SIGTERM);
+  impl_->signals->async_wait([this](beast::error_code ec, int) {
+    if (ec) return;
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopped = true;
+    impl_->stopped_cv.notify_all();
+  });
+}
+
+void HttpServer::wait() {
+  std::unique_lock lock(impl_->mutex);
+  impl_->stopped_cv.wait(lock, [&] { return impl_->stopped; });
+}
+
+void HttpServer::stop() {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopped = true;
+    impl_->stopped_cv.notify_all();
+  }
+  net::post(impl_->ioc, [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+    if (impl_->signals) impl_->signals->cancel(ec);
+  });
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
+  }
+  impl_->threads.clear();
+}
+
+}  // namespace graft::server

@@ -1,0 +1,199 @@
+// The HTTP plumbing alone: routing, auth, CORS, limits, keep-alive, SSE and
+// disconnect notice, with handlers that are not the OpenAI ones.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "server/http_client.h"
+
+namespace graft::server {
+namespace {
+
+using graft::testing::format_request;
+using graft::testing::http_request;
+using graft::testing::RawConnection;
+using graft::testing::sse_payloads;
+using namespace std::chrono_literals;
+
+struct TestServer {
+  explicit TestServer(std::string api_key = "", size_t body_limit = 1 << 20) {
+    auto router = std::make_shared<Router>();
+    router->set_api_key(api_key);
+    router->add(
+        "GET", "/health",
+        [](HttpRequest&, std::shared_ptr<Exchange> ex) {
+          ex->send_json(200, json{{"status", "ok"}});
+        },
+        RouteOptions{.public_route = true});
+    router->add("GET", "/items/{id}", [](HttpRequest& req, std::shared_ptr<Exchange> ex) {
+      ex->send_json(200, json{{"id", req.params["id"]}, {"query", req.query}});
+    });
+    router->add("POST", "/echo", [](HttpRequest& req, std::shared_ptr<Exchange> ex) {
+      ex->send_json(200, json{{"bytes", req.body.size()}});
+    });
+    router->add("GET", "/throw",
+                [](HttpRequest&, std::shared_ptr<Exchange>) -> void { throw std::runtime_error("boom"); });
+    // Streams one event every 10 ms from another thread until `n` or the client leaves.
+    router->add("GET", "/events", [this](HttpRequest& req, std::shared_ptr<Exchange> ex) {
+      int n = req.query.empty() ? 5 : std::stoi(req.query);
+      ex->start_events();
+      auto stop = std::make_shared<std::atomic<bool>>(false);
+      ex->on_disconnect([this, stop] {
+        *stop = true;
+        disconnects++;
+      });
+      std::thread([ex, n, stop] {
+        for (int i = 0; i < n && !*stop; ++i) {
+          ex->send_event(json{{"i", i}}.dump());
+          std::this_thread::sleep_for(10ms);
+        }
+        ex->send_event("[DONE]");
+        ex->end_events();
+      }).detach();
+    });
+    HttpServerOptions options;
+    options.port = 0;
+    options.body_limit = body_limit;
+    server = std::make_unique<HttpServer>(options, router);
+    Status status = server->start();
+    EXPECT_TRUE(status.ok()) << (status.ok() ? "" : status.error().message);
+    port = server->port();
+  }
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+  std::atomic<int> disconnects{0};
+};
+
+TEST(HttpServer, RoutesWithPathParametersAndQuery) {
+  TestServer s;
+  auto reply = http_request(s.port, "GET", "/items/abc%2Bd?x=1");
+  ASSERT_EQ(reply.status, 200);
+  auto body = json::parse(reply.body);
+  EXPECT_EQ(body["id"], "abc+d");
+  EXPECT_EQ(body["query"], "x=1");
+  EXPECT_EQ(reply.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(reply.header("content-type"), "application/json");
+}
+
+TEST(HttpServer, UnknownPathsAndMethodsGetOpenAiShapedErrors) {
+  TestServer s;
+  auto missing = http_request(s.port, "GET", "/nope");
+  EXPECT_EQ(missing.status, 404);
+  auto error = json::parse(missing.body)["error"];
+  EXPECT_TRUE(error["message"].get<std::string>().find("/nope") != std::string::npos);
+  EXPECT_EQ(error["type"], "invalid_request_error");
+  EXPECT_TRUE(error.contains("param"));
+  EXPECT_TRUE(error.contains("code"));
+  auto wrong = http_request(s.port, "POST", "/health", "{}");
+  EXPECT_EQ(wrong.status, 405);
+}
+
+TEST(HttpServer, ApiKeyGuardsAllButPublicRoutes) {
+  TestServer s("sekrit");
+  EXPECT_EQ(http_request(s.port, "GET", "/items/1").status, 401);
+  EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"Authorization", "Bearer sekrit"}}).status, 200);
+  EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+  auto body = json::parse(http_request(s.port, "GET", "/items/1").body);
+  EXPECT_EQ(body["error"]["code"], "invalid_api_key");
+}
+
+TEST(HttpServer, AnswersCorsPreflight) {
+  TestServer s("sekrit");
+  auto reply = http_request(s.port, "OPTIONS", "/v1/chat/completions", "",
+                            {{"Origin", "http://x"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(reply.status, 204);
+  EXPECT_EQ(reply.header("access-control-allow-origin"), "*");
+  EXPECT_NE(reply.header("access-control-allow-headers").find("Authorization"), std::string::npos);
+}
+
+TEST(HttpServer, RefusesBodiesOverTheLimitAndKeepsServing) {
+  TestServer s("", /*body_limit=*/1000);
+  EXPECT_EQ(http_request(s.port, "POST", "/echo", std::string(999, 'x')).status, 200);
+  auto big = http_request(s.port, "POST", "/echo", std::string(5000, 'x'));
+  EXPECT_EQ(big.status, 413);
+  EXPECT_EQ(json::parse(big.body)["error"]["code"], "request_too_large");
+  // A chunked body that grows past the limit.
+  RawConnection c(s.port);
+  std::string chunk(800, 'y');
+  std::string req = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  req += "320\r\n" + chunk + "\r\n320\r\n" + chunk + "\r\n0\r\n\r\n";
+  c.send(req);
+  EXPECT_EQ(c.read_reply().status, 413);
+  EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+TEST(HttpServer, MalformedRequestsGet400) {
+  TestServer s;
+  RawConnection c(s.port);
+  c.send("THIS IS NOT HTTP\r\n\r\n");
+  EXPECT_EQ(c.read_reply().status, 400);
+  EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+TEST(HttpServer, AThrowingHandlerGets500) {
+  TestServer s;
+  auto reply = http_request(s.port, "GET", "/throw");
+  EXPECT_EQ(reply.status, 500);
+  EXPECT_EQ(json::parse(reply.body)["error"]["type"], "server_error");
+}
+
+TEST(HttpServer, KeepsConnectionsAliveAcrossRequests) {
+  TestServer s;
+  RawConnection c(s.port);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.send(format_request("GET", "/items/" + std::to_string(i), "")));
+    auto reply = c.read_reply();
+    ASSERT_EQ(reply.status, 200);
+    EXPECT_EQ(json::parse(reply.body)["id"], std::to_string(i));
+  }
+}
+
+TEST(HttpServer, StreamsServerSentEvents) {
+  TestServer s;
+  RawConnection c(s.port);
+  c.send(format_request("GET", "/events?4", ""));
+  auto reply = c.read_reply();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.header("content-type"), "text/event-stream");
+  auto events = sse_payloads(reply.body);
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(json::parse(events[3])["i"], 3);
+  EXPECT_EQ(events[4], "[DONE]");
+  // The connection is still usable.
+  c.send(format_request("GET", "/health", ""));
+  EXPECT_EQ(c.read_reply().status, 200);
+}
+
+TEST(HttpServer, TellsTheHandlerWhenTheClientLeavesMidStream) {
+  TestServer s;
+  {
+    RawConnection c(s.port);
+    c.send(format_request("GET", "/events?100000", ""));
+    std::string acc;
+    ASSERT_TRUE(c.read_until(acc, "\"i\":2"));
+  }
+  for (int i = 0; i < 200 && s.disconnects == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(s.disconnects, 1);
+  EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+TEST(HttpServer, ServesManyConnectionsThatOpenAndClose) {
+  TestServer s;
+  std::vector<std::unique_ptr<RawConnection>> conns;
+  for (int i = 0; i < 200; ++i) {
+    conns.push_back(std::make_unique<RawConnection>(s.port));
+    if (i % 2 == 0) conns.back()->send("GET /health HTTP/1.1\r\nHost: x\r\n");  // half a request
+  }
+  conns.clear();
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) ok += http_request(s.port, "GET", "/health").status == 200;
+  EXPECT_EQ(ok, 20);
+}
+
+}  // namespace
+}  // namespace graft::server
