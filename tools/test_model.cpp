@@ -47,11 +47,12 @@ struct TensorPlan {
   std::function<void(std::vector<float>&)> fill;
 };
 
-// Tokens kept at full output weight: plain ASCII words (with the BPE or
-// SentencePiece space marker) and a little punctuation. Everything else is
-// scaled down so greedy text from a random model stays readable.
+// Tokens kept at full output weight: plain ASCII words that start with a
+// space (the BPE or SentencePiece space marker) and a little punctuation.
+// Everything else is scaled down so greedy text from a random model reads as
+// space-separated words.
 bool is_readable_token(const std::string& piece) {
-  static const std::regex word("^(\xC4\xA0|\xE2\x96\x81)?[A-Za-z]+$");
+  static const std::regex word("^(\xC4\xA0|\xE2\x96\x81)[A-Za-z]+$");
   static const std::regex punct("^[.,!?]$");
   return std::regex_match(piece, word) || std::regex_match(piece, punct);
 }
