@@ -1,0 +1,187 @@
+// The engine on a real (tiny, random-weight) model: batched requests and
+// reused prefixes give the tokens each request gets alone.
+#include "engine/model_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "testing/test_models.h"
+
+namespace graft {
+namespace {
+
+using namespace std::chrono_literals;
+
+class NoText : public TokenText {
+ public:
+  explicit NoText(TokenId eos) : eos_(eos) {}
+  bool is_end_of_generation(TokenId t) const override { return t == eos_; }
+  std::unique_ptr<TextStream> open_stream() const override {
+    struct S : TextStream {
+      std::string push(TokenId) override { return {}; }
+      std::string flush() override { return {}; }
+    };
+    return std::make_unique<S>();
+  }
+
+ private:
+  TokenId eos_;
+};
+
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<TokenId> tokens;
+  bool done = false;
+  GenerationEvent final;
+  EventSink sink() {
+    return [this](GenerationEvent&& e) {
+      std::lock_guard lock(mutex);
+      for (auto& t : e.tokens) tokens.push_back(t.id);
+      if (e.done) {
+        done = true;
+        final = e;
+        cv.notify_all();
+      }
+    };
+  }
+  void wait() {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return done; }));
+  }
+};
+
+class ModelEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = Model::load(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    model_ = std::move(*model);
+  }
+  std::unique_ptr<Engine> make_engine(int step_tokens = 64, bool prefix_cache = true) {
+    ModelExecutorOptions options;
+    options.n_ctx = 512;
+    options.kv_cells = 4096;
+    options.max_sequences = 16;
+    options.n_threads = 2;
+    auto executor = make_model_executor(*model_, options);
+    EXPECT_TRUE(executor.ok());
+    EngineConfig config;
+    config.max_running = 8;
+    config.step_tokens = step_tokens;
+    config.prefix_cache = prefix_cache;
+    return std::make_unique<Engine>(std::move(*executor), std::make_shared<NoText>(-1), config);
+  }
+  static GenerationRequest greedy(std::vector<TokenId> prompt, int n) {
+    GenerationRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = n;
+    r.sampling.temperature = 0;
+    return r;
+  }
+  static std::vector<TokenId> prompt(int n, int seed) {
+    std::vector<TokenId> p;
+    for (int i = 0; i < n; ++i) p.push_back(100 + (seed * 7919 + i * 104729) % 5000);
+    return p;
+  }
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(ModelEngine, ConcurrentGreedyRequestsMatchEachAlone) {
+  std::vector<std::vector<TokenId>> prompts = {prompt(70, 1), prompt(9, 2), prompt(33, 3), prompt(5, 4)};
+  std::vector<std::vector<TokenId>> alone;
+  {
+    auto engine = make_engine(64, /*prefix_cache=*/false);
+    for (auto& p : prompts) {
+      Completion run;
+      ASSERT_TRUE(engine->submit(greedy(p, 12), run.sink()).ok());
+      run.wait();
+      EXPECT_EQ(run.tokens.size(), 12u);
+      alone.push_back(run.tokens);
+    }
+  }
+  auto engine = make_engine(/*step_tokens=*/24, /*prefix_cache=*/false);  // chunked prefill mixed with decode
+  std::vector<std::unique_ptr<Completion>> runs;
+  for (auto& p : prompts) {
+    runs.push_back(std::make_unique<Completion>());
+    ASSERT_TRUE(engine->submit(greedy(p, 12), runs.back()->sink()).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runs[i]->wait();
+    EXPECT_EQ(runs[i]->tokens, alone[i]) << "request " << i;
+  }
+}
+
+TEST_F(ModelEngine, AReusedPrefixGivesTheSameTokens) {
+  auto shared = prompt(40, 9);
+  auto p2 = shared;
+  p2.push_back(321);
+  p2.push_back(654);
+  std::vector<TokenId> fresh;
+  {
+    auto engine = make_engine(64, /*prefix_cache=*/false);
+    Completion run;
+    ASSERT_TRUE(engine->submit(greedy(p2, 10), run.sink()).ok());
+    run.wait();
+    fresh = run.tokens;
+  }
+  auto engine = make_engine(64, /*prefix_cache=*/true);
+  Completion first, second;
+  ASSERT_TRUE(engine->submit(greedy(shared, 4), first.sink()).ok());
+  first.wait();
+  ASSERT_TRUE(engine->submit(greedy(p2, 10), second.sink()).ok());
+  second.wait();
+  EXPECT_EQ(second.final.usage.cached_tokens, 40);
+  EXPECT_EQ(second.tokens, fresh);
+}
+
+TEST_F(ModelEngine, SeededSamplingRepeatsAndLogprobsAreProbabilities) {
+  auto engine = make_engine();
+  auto sample_once = [&](uint64_t seed) {
+    GenerationRequest r = greedy(prompt(10, 5), 8);
+    r.sampling.temperature = 1.0f;
+    r.sampling.has_seed = true;
+    r.sampling.seed = seed;
+    r.top_logprobs = 3;
+    auto run = std::make_unique<Completion>();
+    std::vector<GeneratedToken> got;
+    std::mutex m;
+    EXPECT_TRUE(engine
+                    ->submit(r,
+                             [&, sink = run->sink()](GenerationEvent&& e) mutable {
+                               {
+                                 std::lock_guard lock(m);
+                                 for (auto& t : e.tokens) got.push_back(t);
+                               }
+                               sink(std::move(e));
+                             })
+                    .ok());
+    run->wait();
+    std::lock_guard lock(m);
+    return got;
+  };
+  auto a = sample_once(123);
+  auto b = sample_once(123);
+  ASSERT_EQ(a.size(), 8u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_LE(a[i].logprob, 0.0f);
+    ASSERT_EQ(a[i].top.size(), 3u);
+    EXPECT_GE(a[i].top[0].logprob, a[i].top[1].logprob);
+  }
+}
+
+TEST_F(ModelEngine, RefusesAKvCacheSmallerThanOneContext) {
+  ModelExecutorOptions options;
+  options.n_ctx = 512;
+  options.kv_cells = 100;
+  auto executor = make_model_executor(*model_, options);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_NE(executor.error().message.find("512"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace graft
