@@ -27,12 +27,16 @@ std::vector<float> uniform(size_t n, uint64_t seed, float stddev) {
 }  // namespace
 
 Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec) {
+  GRAFT_TRY(BaseModel base, BaseModel::open(spec.base_path));
+  return make_test_adapter(spec, base);
+}
+
+Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseModel& base) {
   if (spec.rank <= 0) return errorf("invalid_argument", "rank must be positive, got {}", spec.rank);
   if (!std::isfinite(spec.alpha) || spec.alpha <= 0.0f) {
     return errorf("invalid_argument", "alpha must be a positive number, got {}", spec.alpha);
   }
   if (spec.targets.empty()) return errorf("invalid_argument", "no target projections given");
-  GRAFT_TRY(BaseModel base, BaseModel::open(spec.base_path));
   if (!lora_architecture_supported(base.architecture)) {
     return errorf("invalid_argument", "graft does not make adapters for '{}' models", base.architecture);
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/base_model.h"
 #include "adapters/lora_adapter.h"
 #include "adapters/targets.h"
 
@@ -26,5 +27,7 @@ struct TestAdapterSpec {
 
 // Same spec, same weights, on every machine. Errors name the bad field.
 Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec);
+// The same, shaped for an already opened base (spec.base_path is not read).
+Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseModel& base);
 
 }  // namespace graft

@@ -1,6 +1,9 @@
 // Helpers for the adapter tests: a tiny base model and test adapters for it.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -13,9 +16,27 @@
 
 namespace graft::testing {
 
-// A tiny llama (2 layers, 128 wide, f32): fast to write and to read.
+// A tiny model (2 layers, 128 wide, f16) with a small vocabulary (32k,
+// SentencePiece): fast to write and to read.
+inline TestModelSpec tiny_base_spec(const std::string& arch = "llama") {
+  return tiny_spec(arch, "llama-spm", "f16");
+}
 inline std::string tiny_base(const std::string& arch = "llama") {
-  return test_model_path(tiny_spec(arch));
+  return test_model_path(tiny_base_spec(arch));
+}
+
+// The base model's header, read once per process and path.
+inline const BaseModel& base_info(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<BaseModel>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[path];
+  if (!entry) {
+    auto base = BaseModel::open(path);
+    EXPECT_TRUE(base.ok()) << (base.ok() ? "" : base.error().message);
+    entry = std::make_unique<BaseModel>(base.ok() ? std::move(base).value() : BaseModel{});
+  }
+  return *entry;
 }
 
 inline TestAdapterSpec tiny_adapter_spec(const std::string& base, uint64_t seed = 1, int rank = 4) {
@@ -28,7 +49,7 @@ inline TestAdapterSpec tiny_adapter_spec(const std::string& base, uint64_t seed 
 }
 
 inline LoraAdapter make_adapter(const TestAdapterSpec& spec) {
-  auto adapter = make_test_adapter(spec);
+  auto adapter = make_test_adapter(spec, base_info(spec.base_path));
   EXPECT_TRUE(adapter.ok()) << (adapter.ok() ? "" : adapter.error().message);
   return adapter.ok() ? std::move(adapter).value() : LoraAdapter{};
 }

@@ -56,13 +56,11 @@ struct Fixture {
     fs::create_directories(root / "corrupt");
     write_text(root / "corrupt" / "adapter_config.json", R"({"r": 4, "lora_alpha": 8})");
     write_text(root / "corrupt" / "adapter_model.safetensors", "not safetensors at all");
-    TestModelSpec other = testing::tiny_spec();
+    TestModelSpec other = testing::tiny_base_spec();
     other.n_ff = 384;
     write_peft_or_fail(root / "other", make_adapter(tiny_adapter_spec(testing::test_model_path(other))));
     store = std::make_unique<AdapterStore>(std::vector<fs::path>{root});
-    auto base = BaseModel::open(tiny_base());
-    EXPECT_TRUE(base.ok());
-    mounted = std::make_unique<MountedAdapters>(std::move(base).value());
+    mounted = std::make_unique<MountedAdapters>(testing::base_info(tiny_base()));
   }
   Result<LoadedAdapter> load(const std::string& id) {
     GRAFT_TRY(AvailableAdapter adapter, store->find(id));

@@ -20,37 +20,43 @@ using testing::write_gguf_or_fail;
 using testing::write_peft_or_fail;
 using testing::write_text;
 
-BaseModel open_base(const std::string& path) {
-  auto base = BaseModel::open(path);
-  EXPECT_TRUE(base.ok()) << error_of(base);
-  return base.ok() ? std::move(base).value() : BaseModel{};
+const BaseModel& open_base(const std::string& path) {
+  return testing::base_info(path);
+}
+
+std::string variant(void (*change)(TestModelSpec&)) {
+  TestModelSpec spec = testing::tiny_base_spec();
+  change(spec);
+  return testing::test_model_path(spec);
 }
 
 TEST(Fingerprint, SurvivesRenamingAndRequantizingButNotReshaping) {
-  const std::string f32 = tiny_base();
+  const std::string f16 = tiny_base();
   const fs::path copy = fresh_dir("fp") / "renamed copy.gguf";
-  fs::copy_file(f32, copy);
-  const BaseModel a = open_base(f32);
+  fs::copy_file(f16, copy);
+  const BaseModel& a = open_base(f16);
   EXPECT_EQ(a.fingerprint.rfind("sha256:", 0), 0u);
   EXPECT_EQ(a.fingerprint.size(), 7u + 64u);
   EXPECT_EQ(open_base(copy.string()).fingerprint, a.fingerprint);
 
-  TestModelSpec q8 = testing::tiny_spec("llama", "llama-bpe", "q8_0");
-  EXPECT_EQ(open_base(testing::test_model_path(q8)).fingerprint, a.fingerprint);
-  TestModelSpec reseeded = testing::tiny_spec();
-  reseeded.seed = 99;  // other weights, same layout: the same fingerprint (weights are not hashed)
-  EXPECT_EQ(open_base(testing::test_model_path(reseeded)).fingerprint, a.fingerprint);
+  const std::string q8 = variant([](TestModelSpec& s) { s.type = "q8_0"; });
+  EXPECT_EQ(open_base(q8).fingerprint, a.fingerprint);
+  // Other weights, same layout: the same fingerprint (weights are not hashed).
+  const std::string reseeded = variant([](TestModelSpec& s) {
+    s.type = "q8_0";
+    s.seed = 99;
+  });
+  EXPECT_EQ(open_base(reseeded).fingerprint, a.fingerprint);
 
-  TestModelSpec wider = testing::tiny_spec();
-  wider.n_ff = 384;
-  EXPECT_NE(open_base(testing::test_model_path(wider)).fingerprint, a.fingerprint);
-  TestModelSpec other_vocab = testing::tiny_spec("llama", "qwen2");
-  EXPECT_NE(open_base(testing::test_model_path(other_vocab)).fingerprint, a.fingerprint);
+  EXPECT_NE(open_base(variant([](TestModelSpec& s) { s.n_ff = 384; })).fingerprint, a.fingerprint);
+  EXPECT_NE(
+      open_base(variant([](TestModelSpec& s) { s.vocab_path = testing::bundle_vocab("phi-3"); })).fingerprint,
+      a.fingerprint);
   EXPECT_NE(open_base(tiny_base("qwen3")).fingerprint, a.fingerprint);
 }
 
 TEST(BaseModelInfo, ReadsShapesOfEveryProjection) {
-  const BaseModel base = open_base(tiny_base());
+  const BaseModel& base = open_base(tiny_base());
   EXPECT_EQ(base.architecture, "llama");
   EXPECT_EQ(base.n_layer, 2);
   EXPECT_EQ(base.name, "graft-test-model");
@@ -61,10 +67,8 @@ TEST(BaseModelInfo, ReadsShapesOfEveryProjection) {
 }
 
 TEST(BaseModelInfo, AdaptersThatDoNotFitSayWhy) {
-  const BaseModel base = open_base(tiny_base());
-  TestModelSpec deeper = testing::tiny_spec();
-  deeper.n_layer = 3;
-  auto adapter = make_adapter(tiny_adapter_spec(testing::test_model_path(deeper)));
+  const BaseModel& base = open_base(tiny_base());
+  auto adapter = make_adapter(tiny_adapter_spec(variant([](TestModelSpec& s) { s.n_layer = 3; })));
   const fs::path dir = fresh_dir("fit");
   write_peft_or_fail(dir / "deep", adapter);
   auto d = describe_peft(dir / "deep");
@@ -72,9 +76,8 @@ TEST(BaseModelInfo, AdaptersThatDoNotFitSayWhy) {
   EXPECT_NE(error_of(check_adapter_fits(*d, base)).find("adapts layer 2, the base model has 2 layers"),
             std::string::npos);
 
-  TestModelSpec wider = testing::tiny_spec();
-  wider.n_ff = 384;
-  write_peft_or_fail(dir / "wide", make_adapter(tiny_adapter_spec(testing::test_model_path(wider))));
+  write_peft_or_fail(dir / "wide",
+                     make_adapter(tiny_adapter_spec(variant([](TestModelSpec& s) { s.n_ff = 384; }))));
   auto w = describe_peft(dir / "wide");
   ASSERT_TRUE(w.ok());
   const std::string why = error_of(check_adapter_fits(*w, base));
@@ -305,7 +308,7 @@ TEST(Store, ReadMountableChecksTheBaseAndFoldsScale) {
   EXPECT_EQ(bad.error().code, "invalid_adapter");
   EXPECT_NE(bad.error().message.find("adapter 'broken'"), std::string::npos);
 
-  const BaseModel qwen = open_base(tiny_base("qwen3"));
+  const BaseModel& qwen = open_base(tiny_base("qwen3"));
   auto wrong = read_mountable(*adapter, qwen);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().code, "incompatible_adapter");
