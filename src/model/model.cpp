@@ -9,6 +9,7 @@
 #include "model/arch.h"
 #include "model/graph.h"
 #include "model/weights_loader.h"
+#include "util/log.h"
 
 namespace graft {
 
@@ -74,6 +75,28 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   return c;
 }
 
+// ggml's own messages (e.g. one line per repacked tensor) go to graft's log at debug level.
+void route_ggml_log() {
+  static const bool once = [] {
+    ggml_log_set(
+        [](ggml_log_level level, const char* text, void*) {
+          std::string line(text);
+          while (!line.empty() && line.back() == '\n') line.pop_back();
+          if (line.empty()) return;
+          if (level == GGML_LOG_LEVEL_ERROR) {
+            GRAFT_LOG_ERROR("ggml: {}", line);
+          } else if (level == GGML_LOG_LEVEL_WARN) {
+            GRAFT_LOG_WARN("ggml: {}", line);
+          } else {
+            GRAFT_LOG_DEBUG("ggml: {}", line);
+          }
+        },
+        nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
 }  // namespace
 
 Model::Model(GgufFile gguf, MappedFile file, const ModelLoadOptions&)
@@ -86,6 +109,7 @@ Model::~Model() {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  route_ggml_log();
   GRAFT_TRY(GgufFile gguf, GgufFile::open(path));
   auto arch_name = gguf.find_string("general.architecture");
   if (!arch_name) return errorf("invalid_model", "{}: missing metadata key 'general.architecture'", path);

@@ -86,7 +86,7 @@ bool WeightsLoader::repackable(const ggml_tensor* t) {
 
 Result<ggml_tensor*> WeightsLoader::input(const std::string& name, std::array<int64_t, 2> ne) {
   GRAFT_TRY(const GgufTensorInfo* info, find(name, 2, ne.data()));
-  if (!ggml_get_type_traits(info->type)->to_float) {
+  if (info->type != GGML_TYPE_F32 && !ggml_get_type_traits(info->type)->to_float) {
     return errorf("unsupported_model", "{}: tensor '{}' has type {}, which graft cannot read", gguf_.path(),
                   name, ggml_type_name(info->type));
   }

@@ -1,0 +1,63 @@
+// Test helpers: greedy generation through Forward, one sequence or many.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/forward.h"
+#include "engine/kv_cache.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+
+namespace graft::testing {
+
+struct Engine {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<Forward> forward;
+};
+
+inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2) {
+  Engine e;
+  auto model = Model::load(path);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  if (!model.ok()) return e;
+  e.model = std::move(*model);
+  KvCacheOptions options;
+  options.n_cells = n_cells;
+  options.n_seq_max = n_seq;
+  auto cache = KvCache::create(e.model->config(), options);
+  EXPECT_TRUE(cache.ok());
+  e.cache = std::move(*cache);
+  e.forward = std::make_unique<Forward>(*e.model, *e.cache, n_threads);
+  return e;
+}
+
+// Greedy continuation of `prompt` in sequence `seq`: the whole prompt as one
+// batch, then one row per step. Also returns each step's logits if asked.
+inline std::vector<TokenId> greedy(Engine& e, const std::vector<TokenId>& prompt, int n, SeqId seq = 0,
+                                   std::vector<std::vector<float>>* logits = nullptr,
+                                   AdapterRoute route = {}) {
+  std::vector<TokenId> out;
+  Batch batch;
+  int pos = e.cache->seq_length(seq);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    batch.rows.push_back({prompt[i], pos++, seq, i + 1 == prompt.size(), route});
+  }
+  for (int step = 0; step < n; ++step) {
+    auto result = e.forward->run(batch);
+    EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
+    if (!result.ok()) return out;
+    const LogitsView& view = *result;
+    if (logits) logits->emplace_back(view.row(0), view.row(0) + view.n_vocab);
+    TokenId next = argmax(view.row(0), view.n_vocab);
+    out.push_back(next);
+    batch.rows.assign(1, {next, pos++, seq, true, route});
+  }
+  return out;
+}
+
+}  // namespace graft::testing

@@ -1,0 +1,163 @@
+#include "model/model.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <ggml-cpu.h>
+#include <gtest/gtest.h>
+
+#include "model/gguf_rewrite.h"
+#include "testing/test_models.h"
+
+namespace graft {
+namespace {
+
+using testing::GgufEdits;
+using testing::rewrite_gguf;
+
+std::string tiny(const std::string& arch = "llama", const std::string& type = "f16") {
+  return testing::test_model_path(testing::tiny_spec(arch, "llama-bpe", type));
+}
+
+TEST(ModelLoad, ReadsTheConfigOfALlamaModel) {
+  auto model = Model::load(tiny("llama"));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_EQ(c.n_vocab, 128256);
+  EXPECT_EQ(c.n_embd, 128);
+  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.n_head, 4);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.n_ff, 256);
+  EXPECT_EQ(c.rope.mode, GGML_ROPE_TYPE_NORMAL);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-5f);
+}
+
+TEST(ModelLoad, Qwen3UsesNeoxRopeAndHeadNorms) {
+  auto model = Model::load(tiny("qwen3"));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_EQ((*model)->config().rope.mode, GGML_ROPE_TYPE_NEOX);
+  EXPECT_TRUE((*model)->config().qk_norm);
+  EXPECT_NE((*model)->weights().layers[0].q_norm, nullptr);
+}
+
+TEST(ModelLoad, TiedOutputReusesTheEmbedding) {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-bpe", "f16");
+  spec.tied_output = true;
+  auto model = Model::load(testing::test_model_path(spec));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE((*model)->config().tied_output);
+  EXPECT_EQ((*model)->weights().output, (*model)->weights().tok_embd);
+}
+
+TEST(ModelLoad, WeightsStayInTheFileMapUnlessRepacked) {
+  const std::string path = tiny("llama", "f16");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ((*model)->repacked_bytes(), 0u);  // no repacked layout for F16 on the CPU backend
+  EXPECT_LE((*model)->weight_bytes(), std::filesystem::file_size(path));
+  // The weights point into the mapping, not into a copy.
+  const ggml_tensor* w = (*model)->weights().layers[1].ffn_down;
+  const GgufTensorInfo* info = (*model)->gguf().find_tensor("blk.1.ffn_down.weight");
+  std::ifstream file(path, std::ios::binary);
+  file.seekg(std::streamoff(info->offset));
+  std::vector<char> bytes(64);
+  file.read(bytes.data(), 64);
+  EXPECT_EQ(std::memcmp(w->data, bytes.data(), 64), 0);
+}
+
+TEST(ModelLoad, Q4_0WeightsAreRepackedWhereTheCpuHasKernelsForIt) {
+  auto model = Model::load(tiny("llama", "q4_0"));
+  ASSERT_TRUE(model.ok());
+  if (ggml_cpu_has_avx2()) {
+    EXPECT_GT((*model)->repacked_bytes(), 0u);
+  } else {
+    EXPECT_EQ((*model)->repacked_bytes(), 0u);
+  }
+  ModelLoadOptions no_repack;
+  no_repack.repack = false;
+  auto plain = Model::load(tiny("llama", "q4_0"), no_repack);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->repacked_bytes(), 0u);
+}
+
+TEST(ModelLoad, EveryWeightTypeOfTheTestToolLoads) {
+  for (const char* type : {"f32", "bf16", "q8_0", "q4_1", "q4_k", "q5_k", "q6_k"}) {
+    TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", type);
+    spec.n_embd = 256;  // k-quants need rows of 256
+    spec.n_ff = 512;
+    auto model = Model::load(testing::test_model_path(spec));
+    EXPECT_TRUE(model.ok()) << type << ": " << (model.ok() ? "" : model.error().message);
+  }
+}
+
+TEST(ModelLoadErrors, MissingFileIsNamed) {
+  auto model = Model::load(testing::scratch_dir() + "/nope.gguf");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("nope.gguf"), std::string::npos) << model.error().message;
+}
+
+TEST(ModelLoadErrors, TruncatedFileIsRejected) {
+  const std::string from = tiny();
+  const std::string to = testing::scratch_dir() + "/truncated.gguf";
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(to, std::filesystem::file_size(from) / 2);
+  auto model = Model::load(to);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("truncated.gguf"), std::string::npos) << model.error().message;
+  // A file cut inside its header is rejected too.
+  std::filesystem::resize_file(to, 100);
+  EXPECT_FALSE(Model::load(to).ok());
+}
+
+TEST(ModelLoadErrors, MissingTensorIsNamed) {
+  const std::string to = testing::scratch_dir() + "/missing-tensor.gguf";
+  GgufEdits edits;
+  edits.drop_tensors = {"blk.1.ffn_down.weight"};
+  ASSERT_TRUE(rewrite_gguf(tiny(), to, edits).ok());
+  auto model = Model::load(to);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("missing tensor 'blk.1.ffn_down.weight'"), std::string::npos)
+      << model.error().message;
+}
+
+TEST(ModelLoadErrors, UnknownArchitectureIsNamed) {
+  const std::string to = testing::scratch_dir() + "/unknown-arch.gguf";
+  GgufEdits edits;
+  edits.set_keys = [](gguf_context* ctx) { gguf_set_val_str(ctx, "general.architecture", "mamba9"); };
+  ASSERT_TRUE(rewrite_gguf(tiny(), to, edits).ok());
+  auto model = Model::load(to);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("unsupported architecture 'mamba9'"), std::string::npos)
+      << model.error().message;
+  EXPECT_NE(model.error().message.find("llama, qwen2, qwen3"), std::string::npos) << model.error().message;
+}
+
+TEST(ModelLoadErrors, MissingKeyIsNamed) {
+  const std::string to = testing::scratch_dir() + "/missing-key.gguf";
+  GgufEdits edits;
+  edits.drop_keys = {"llama.block_count"};
+  ASSERT_TRUE(rewrite_gguf(tiny(), to, edits).ok());
+  auto model = Model::load(to);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("llama.block_count"), std::string::npos) << model.error().message;
+}
+
+TEST(ModelLoadErrors, WrongTensorShapeIsNamed) {
+  const std::string to = testing::scratch_dir() + "/wrong-shape.gguf";
+  GgufEdits edits;
+  edits.set_keys = [](gguf_context* ctx) { gguf_set_val_u32(ctx, "llama.feed_forward_length", 384); };
+  ASSERT_TRUE(rewrite_gguf(tiny(), to, edits).ok());
+  auto model = Model::load(to);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("blk.0.ffn_gate.weight' has shape [128, 256], expected [128, 384]"),
+            std::string::npos)
+      << model.error().message;
+}
+
+}  // namespace
+}  // namespace graft
