@@ -7,29 +7,9 @@
 
 namespace graft {
 
-void MergeTable::build(std::vector<Entry> entries) {
-  size_t capacity = 16;
-  while (capacity < entries.size() * 2) capacity <<= 1;
-  slots_.assign(capacity, Entry{kEmpty, 0, 0});
-  mask_ = capacity - 1;
-  shift_ = 64 - __builtin_ctzll(capacity);
-  count_ = 0;
-  for (const Entry& e : entries) {
-    for (size_t i = slot(e.key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == e.key) break;  // a repeated pair keeps its first (lowest) rank
-      if (slots_[i].key == kEmpty) {
-        slots_[i] = e;
-        ++count_;
-        break;
-      }
-    }
-  }
-}
-
 int32_t BpeModel::id_of_string(const Vocab& vocab, std::string_view text) const {
   if (auto id = vocab.find(text)) return *id;
-  auto it = merge_only_ids_.find(text);
-  return it == merge_only_ids_.end() ? -1 : it->second;
+  return merge_only_ids_.find(text);
 }
 
 Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) {
@@ -41,14 +21,11 @@ Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) 
   // Give every string of the merge list an id: its token id, or a fresh one.
   auto intern = [&](std::string_view text) -> int32_t {
     if (auto id = vocab.find(text)) return *id;
-    auto [it, added] = m.merge_only_ids_.try_emplace(std::string(text), 0);
-    if (added) it->second = m.n_vocab_ + static_cast<int32_t>(m.merge_only_ids_.size()) - 1;
-    return it->second;
+    return m.merge_only_ids_.insert(text, m.n_vocab_ + static_cast<int32_t>(m.merge_only_ids_.size()));
   };
   std::vector<MergeTable::Entry> entries;
   entries.reserve(vocab.merges.size());
   std::string joined;
-  bool joins = false;
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
     const std::string& line = vocab.merges[rank];
     const size_t space = line.find(' ', 1);
@@ -57,7 +34,7 @@ Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) 
     const std::string_view right(line.data() + space + 1, line.size() - space - 1);
     joined.assign(left);
     joined.append(right);
-    if (!m.byte_level_ && !joins) joins = joins_word_before_space(joined);
+    if (!m.byte_level_) m.joiners_.add_from(joined);
     const int32_t l = intern(left);
     const int32_t r = intern(right);
     const int32_t result = intern(joined);
@@ -89,10 +66,7 @@ Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) 
   }
 
   if (!m.byte_level_) {
-    m.splits_at_spaces_ = !joins;
-    for (const std::string& text : vocab.texts) {
-      if (m.splits_at_spaces_ && joins_word_before_space(text)) m.splits_at_spaces_ = false;
-    }
+    for (const std::string& text : vocab.texts) m.joiners_.add_from(text);
   }
   return m;
 }

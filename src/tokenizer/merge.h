@@ -12,6 +12,40 @@
 
 namespace graft {
 
+// Open-addressing map from a pair of ids to (rank, merged id); built once.
+// BPE stores the merge rank; SentencePiece only the merged token.
+class MergeTable {
+ public:
+  struct Entry {
+    uint64_t key;
+    int32_t rank;
+    int32_t result;
+  };
+  void build(std::vector<Entry> entries);  // earlier entries win for repeated pairs
+  const Entry* find(int32_t left, int32_t right) const {
+    const uint64_t key = pack(left, right);
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      const Entry& e = slots_[i];
+      if (e.key == key) return &e;
+      if (e.key == kEmpty) return nullptr;
+    }
+  }
+  size_t size() const { return count_; }
+  static uint64_t pack(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull;
+  size_t slot(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+  }
+  std::vector<Entry> slots_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t count_ = 0;
+};
+
 struct MergeSymbol {
   int32_t id;       // token (or merge-only string) id, -1 when the symbol is no token at all
   uint32_t start;   // byte range in the word

@@ -236,63 +236,66 @@ Result<PreTokenizer> PreTokenizer::create(const PreTokenizerSpec& spec) {
   return pre;
 }
 
-Status PreTokenizer::split(std::string_view text, std::vector<Span>& out) const {
-  if (text.empty()) return {};
-  std::vector<Span> current{{0, static_cast<uint32_t>(text.size())}};
-  std::vector<Span> next;
+// Per-call matching state: one match block per expression, a step limit
+// high enough for long inputs (every expression here runs in linear time),
+// and a larger JIT stack made only if some word needs it.
+struct PreTokenizer::MatchState {
+  std::vector<std::unique_ptr<pcre2_match_data, MatchDataFree>> match;
+  std::unique_ptr<pcre2_match_context, MatchContextFree> context;
   std::unique_ptr<pcre2_jit_stack, JitStackFree> jit_stack;
-  // Every expression here runs in linear time; a long input must not hit
-  // PCRE2's default step limit.
-  std::unique_ptr<pcre2_match_context, MatchContextFree> match_context(pcre2_match_context_create(nullptr));
-  if (!match_context) return errorf("internal", "out of memory creating a regex match context");
-  pcre2_set_match_limit(match_context.get(), UINT32_MAX);
+};
 
+Status PreTokenizer::split(std::string_view text, const PieceFn& fn) const {
+  if (text.empty()) return {};
+  MatchState state;
+  state.context.reset(pcre2_match_context_create(nullptr));
+  if (!state.context) return errorf("internal", "out of memory creating a regex match context");
+  pcre2_set_match_limit(state.context.get(), UINT32_MAX);
   for (const auto& regex : regexes_) {
-    std::unique_ptr<pcre2_match_data, MatchDataFree> match(
-        pcre2_match_data_create_from_pattern(regex.get(), nullptr));
-    if (!match) return errorf("internal", "out of memory creating regex match data");
-    next.clear();
-    next.reserve(current.size() * 2);
-    for (const Span piece : current) {
-      const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + piece.offset);
-      PCRE2_SIZE start = 0;
-      PCRE2_SIZE gap_start = 0;
-      while (start < piece.length) {
-        int rc = pcre2_match(regex.get(), subject, piece.length, start, PCRE2_NO_UTF_CHECK, match.get(),
-                             match_context.get());
-        if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !jit_stack) {
-          // Deep backtracking on a long word: retry with a larger JIT stack.
-          jit_stack.reset(pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr));
-          if (!jit_stack) return errorf("internal", "out of memory creating a regex stack");
-          pcre2_jit_stack_assign(match_context.get(), nullptr, jit_stack.get());
-          continue;
-        }
-        if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) return errorf("invalid_argument", "pre-tokenizer regex failed: {}", pcre2_message(rc));
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
-        const PCRE2_SIZE begin = ovector[0];
-        const PCRE2_SIZE end = ovector[1];
-        if (end == begin) {
-          // An empty match splits nothing; step over one character.
-          start = begin + 1;
-          while (start < piece.length && (static_cast<uint8_t>(subject[start]) & 0xC0) == 0x80) ++start;
-          continue;
-        }
-        if (begin > gap_start) {
-          next.push_back(
-              {piece.offset + static_cast<uint32_t>(gap_start), static_cast<uint32_t>(begin - gap_start)});
-        }
-        next.push_back({piece.offset + static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin)});
-        start = gap_start = end;
-      }
-      if (gap_start < piece.length) {
-        next.push_back({piece.offset + static_cast<uint32_t>(gap_start),
-                        piece.length - static_cast<uint32_t>(gap_start)});
-      }
-    }
-    current.swap(next);
+    state.match.emplace_back(pcre2_match_data_create_from_pattern(regex.get(), nullptr));
+    if (!state.match.back()) return errorf("internal", "out of memory creating regex match data");
   }
-  out.insert(out.end(), current.begin(), current.end());
+  return split_level(0, text, fn, state);
+}
+
+Status PreTokenizer::split_level(size_t level, std::string_view piece, const PieceFn& fn,
+                                 MatchState& state) const {
+  if (level == regexes_.size()) {
+    fn(piece);
+    return {};
+  }
+  pcre2_code* regex = regexes_[level].get();
+  pcre2_match_data* match = state.match[level].get();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
+  PCRE2_SIZE start = 0;
+  PCRE2_SIZE gap_start = 0;
+  while (start < piece.size()) {
+    const int rc =
+        pcre2_match(regex, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, match, state.context.get());
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !state.jit_stack) {
+      // Deep backtracking on a long word: retry with a larger JIT stack.
+      state.jit_stack.reset(pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr));
+      if (!state.jit_stack) return errorf("internal", "out of memory creating a regex stack");
+      pcre2_jit_stack_assign(state.context.get(), nullptr, state.jit_stack.get());
+      continue;
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) return errorf("invalid_argument", "pre-tokenizer regex failed: {}", pcre2_message(rc));
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
+    const PCRE2_SIZE begin = ovector[0];
+    const PCRE2_SIZE end = ovector[1];
+    if (end == begin) {
+      // An empty match splits nothing; step over one character.
+      start = begin + 1;
+      while (start < piece.size() && (static_cast<uint8_t>(piece[start]) & 0xC0) == 0x80) ++start;
+      continue;
+    }
+    if (begin > gap_start)
+      GRAFT_TRY_STATUS(split_level(level + 1, piece.substr(gap_start, begin - gap_start), fn, state));
+    GRAFT_TRY_STATUS(split_level(level + 1, piece.substr(begin, end - begin), fn, state));
+    start = gap_start = end;
+  }
+  if (gap_start < piece.size()) GRAFT_TRY_STATUS(split_level(level + 1, piece.substr(gap_start), fn, state));
   return {};
 }
 

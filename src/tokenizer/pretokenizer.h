@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,20 +33,20 @@ struct PreTokenizerSpec {
 // nullptr when graft does not know it.
 const PreTokenizerSpec* find_pre_tokenizer(std::string_view pre);
 
-struct Span {
-  uint32_t offset;
-  uint32_t length;
-};
-
 class PreTokenizer {
  public:
   static Result<PreTokenizer> create(const PreTokenizerSpec& spec);
 
-  // Appends the pieces of `text` (valid UTF-8, at most 4 GiB) to `out`, as
-  // spans relative to text.data().
-  Status split(std::string_view text, std::vector<Span>& out) const;
+  using PieceFn = std::function<void(std::string_view)>;
+
+  // Calls fn with each piece of `text` (valid UTF-8), in order; the pieces
+  // are views into `text` and join back to it.
+  Status split(std::string_view text, const PieceFn& fn) const;
 
  private:
+  struct MatchState;
+  Status split_level(size_t level, std::string_view piece, const PieceFn& fn, MatchState& state) const;
+
   std::vector<std::shared_ptr<pcre2_real_code_8>> regexes_;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tokenizer/merge.h"
+#include "tokenizer/space_words.h"
 #include "tokenizer/vocab.h"
 
 namespace graft {
@@ -21,21 +22,19 @@ class SpmModel {
  public:
   explicit SpmModel(const Vocab& vocab);
 
-  // Appends the tokens of `text` (spaces already written as U+2581). Bytes
-  // are split into characters by their lead byte, as SentencePiece does, so
-  // invalid UTF-8 survives as byte tokens.
-  void encode(const Vocab& vocab, std::string_view text, SpmScratch& scratch,
-              std::vector<TokenId>& out) const;
-
-  // True when no token spans a U+2581 that follows another character: the
-  // text can then be merged one word at a time.
-  bool splits_at_spaces() const { return splits_at_spaces_; }
-
- private:
+  // Appends the tokens of `word`: text with spaces written as U+2581, cut by
+  // for_each_space_word with space_joiners() (or whole). Bytes are split
+  // into characters by their lead byte, as SentencePiece does, so invalid
+  // UTF-8 survives as byte tokens.
   void encode_word(const Vocab& vocab, std::string_view word, SpmScratch& scratch,
                    std::vector<TokenId>& out) const;
 
-  bool splits_at_spaces_ = true;
+  // Where a text may be cut into words.
+  const SpaceJoiners& space_joiners() const { return joiners_; }
+
+ private:
+  MergeTable pairs_;  // (token, token) -> the token their texts make together
+  SpaceJoiners joiners_;
   std::array<TokenId, 128> ascii_ids_{};
   std::array<TokenId, 256> byte_ids_{};  // <0xXX>, else the one-byte token, else unk
 };

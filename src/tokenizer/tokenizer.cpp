@@ -9,6 +9,7 @@
 #include "tokenizer/space_words.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/word_cache.h"
 
 namespace graft {
 
@@ -75,11 +76,14 @@ void escape_spaces(std::string_view text, std::string& out) {
 
 struct EncodeScratch {
   std::vector<Fragment> fragments;
-  std::vector<Span> spans;
   std::string text;
   BpeScratch bpe;
   SpmScratch spm;
+  WordCache cache;
 };
+
+// Fragments shorter than this skip the word cache (it would not pay for itself).
+constexpr size_t kCacheFromBytes = 4096;
 
 }  // namespace
 
@@ -144,37 +148,50 @@ Result<std::vector<TokenId>> Tokenizer::encode(std::string_view text, bool add_s
       repaired = utf8::repair(piece);
       piece = repaired;
     }
+    scratch.cache.invalidate();
+    const bool use_cache = piece.size() >= kCacheFromBytes;
+    auto bpe_word = [&](std::string_view word, std::vector<TokenId>& into) {
+      m.bpe->encode_word(v, word, scratch.bpe, into);
+    };
+    auto spm_word = [&](std::string_view word, std::vector<TokenId>& into) {
+      m.spm->encode_word(v, word, scratch.spm, into);
+    };
     switch (v.kind) {
       case VocabKind::kByteLevelBpe: {
-        scratch.spans.clear();
-        GRAFT_TRY_STATUS(m.pre->split(piece, scratch.spans));
-        for (const Span& s : scratch.spans) {
-          m.bpe->encode_word(v, piece.substr(s.offset, s.length), scratch.bpe, out);
-        }
+        GRAFT_TRY_STATUS(m.pre->split(piece, [&](std::string_view word) {
+          if (use_cache) {
+            scratch.cache.encode(word, out, bpe_word);
+          } else {
+            bpe_word(word, out);
+          }
+        }));
         break;
       }
       case VocabKind::kSentencePiece: {
         scratch.text.clear();
         if (v.add_space_prefix && prev_special) scratch.text += kSpaceMark;
         escape_spaces(piece, scratch.text);
-        m.spm->encode(v, scratch.text, scratch.spm, out);
+        for_each_space_word(scratch.text, m.spm->space_joiners(), [&](std::string_view word) {
+          if (use_cache) {
+            scratch.cache.encode(word, out, spm_word);
+          } else {
+            spm_word(word, out);
+          }
+        });
         break;
       }
       case VocabKind::kSentencePieceBpe: {
         scratch.text.clear();
         escape_spaces(piece, scratch.text);
-        const std::string_view escaped = scratch.text;
-        scratch.spans.clear();
-        GRAFT_TRY_STATUS(m.pre->split(escaped, scratch.spans));
-        for (const Span& s : scratch.spans) {
-          const std::string_view word = escaped.substr(s.offset, s.length);
-          if (m.bpe->splits_at_spaces()) {
-            for_each_space_word(word,
-                                [&](std::string_view w) { m.bpe->encode_word(v, w, scratch.bpe, out); });
-          } else {
-            m.bpe->encode_word(v, word, scratch.bpe, out);
-          }
-        }
+        GRAFT_TRY_STATUS(m.pre->split(scratch.text, [&](std::string_view line) {
+          for_each_space_word(line, m.bpe->space_joiners(), [&](std::string_view word) {
+            if (use_cache) {
+              scratch.cache.encode(word, out, bpe_word);
+            } else {
+              bpe_word(word, out);
+            }
+          });
+        }));
         break;
       }
     }

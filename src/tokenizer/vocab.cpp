@@ -271,7 +271,7 @@ Result<Vocab> load_vocab(const GgufFile& file) {
   v.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (v.texts[i].empty()) v.texts[i] = "[EMPTY_" + std::to_string(i) + "]";
-    v.text_to_id[v.texts[i]] = static_cast<TokenId>(i);
+    v.text_to_id.set(v.texts[i], static_cast<TokenId>(i));
   }
 
   if (v.kind != VocabKind::kSentencePiece) {

@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "io/gguf_file.h"
+#include "tokenizer/string_map.h"
 #include "util/result.h"
 
 namespace graft {
@@ -40,13 +40,6 @@ enum class VocabKind {
   kSentencePieceBpe  // "gemma4": ranked merges over raw UTF-8 with spaces as U+2581, byte fallback
 };
 
-// Hash for string keys that also accepts string_view lookups (no temporary strings).
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using TextToId = std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>>;
-
 struct Vocab {
   std::string model;  // tokenizer.ggml.model
   std::string pre;    // tokenizer.ggml.pre ("default" when absent)
@@ -55,7 +48,7 @@ struct Vocab {
   std::vector<std::string> texts;  // as stored (empty entries renamed "[EMPTY_<id>]")
   std::vector<float> scores;
   std::vector<uint16_t> attrs;
-  TextToId text_to_id;              // later duplicates win
+  StringMap text_to_id;             // later duplicates win
   std::vector<std::string> merges;  // "left right", rank = index (BPE kinds only)
 
   TokenId bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
@@ -64,8 +57,8 @@ struct Vocab {
 
   bool add_bos = false;
   bool add_eos = false;
-  bool add_space_prefix =
-      false;  // SentencePiece: put a space before text that starts a sequence or follows a special token
+  // SentencePiece: put a space before text that starts a sequence or follows a special token.
+  bool add_space_prefix = false;
   bool escape_whitespace = false;  // spaces become U+2581 before the merges (SentencePiece kinds)
   bool ignore_merges = false;      // a pre-split word that is itself a token is taken whole (llama-3 family)
 
@@ -73,8 +66,8 @@ struct Vocab {
   bool valid(TokenId id) const { return id >= 0 && id < size(); }
   bool has_attr(TokenId id, uint16_t attr) const { return valid(id) && (attrs[id] & attr) != 0; }
   std::optional<TokenId> find(std::string_view text) const {
-    auto it = text_to_id.find(text);
-    return it == text_to_id.end() ? std::nullopt : std::optional<TokenId>(it->second);
+    const int32_t id = text_to_id.find(text);
+    return id < 0 ? std::nullopt : std::optional<TokenId>(id);
   }
 };
 
