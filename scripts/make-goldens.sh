@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Records llama.cpp's greedy continuations on graft's test models, as token
+# ids, into tests/data/goldens/ (committed; the parity test in tests/engine
+# regenerates the same models with graft's deterministic tool and checks
+# graft's output token for token; CI never builds llama.cpp).
+#
+# Usage: scripts/make-goldens.sh            (GRAFT=path/to/graft to pick the binary)
+# Needs: llama.cpp's tools (scripts/build-llama-cpp.sh builds them), python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GRAFT=${GRAFT:-}
+if [ -z "$GRAFT" ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)" --target graft >/dev/null
+  GRAFT=$ROOT/build/bin/graft
+fi
+LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
+OUT=$ROOT/tests/data/goldens
+WORK=$(mktemp -d)
+trap 'kill $SERVER_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+SERVER_PID=
+mkdir -p "$OUT"
+BUNDLE=$ROOT/.deps/llama.cpp
+PORT=${PORT:-18089}
+N_PREDICT=32
+
+# The shapes must match tests/engine/parity_test.cpp (it rebuilds the models from the JSON).
+EMBD=256 LAYERS=2 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
+
+for arch_vocab in llama:llama-bpe qwen3:qwen2; do
+  arch=${arch_vocab%%:*}
+  vocab=${arch_vocab##*:}
+  for type in f16 q8_0 q4_0; do
+    name=$arch-$type
+    model=$WORK/$name.gguf
+    "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
+      --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KV_HEADS --ffn $FFN --ctx $CTX \
+      --type "$type" --seed $SEED >/dev/null
+    "$LLAMA_BIN/llama-server" -m "$model" -c $CTX --parallel 1 -t "$(nproc)" --host 127.0.0.1 --port $PORT \
+      --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 120); do
+      if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+      sleep 0.5
+    done
+    python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KV_HEADS $FFN $CTX $SEED \
+      $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" <<'PY'
+import json, sys, urllib.request
+port, path, arch, vocab, wtype = sys.argv[1:6]
+embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
+build = sys.argv[14]
+
+def post(endpoint, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+texts = [
+    "The quick brown fox",
+    "Once upon a time, in a land far away, there lived a",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n",
+    "Q: What is the capital of France?\nA:",
+    "1, 2, 3, 4, 5,",
+    "Hello",
+    ("In the beginning the Universe was created. This has made a lot of people very angry and been widely "
+     "regarded as a bad move. Many races believe that it was created by some sort of god, though the Jatravartid "
+     "people of Viltvodle VI believe that the entire Universe was in fact sneezed out of the nose of a being "
+     "called the Great Green Arkleseizure, and they live in perpetual fear of the time they call The Coming "
+     "of the Great White Handkerchief."),
+]
+cases = []
+for text in texts:
+    prompt = post("/tokenize", {"content": text, "add_special": True})["tokens"]
+    res = post("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
+                               "cache_prompt": False, "return_tokens": True, "seed": 1, "n_probs": 0})
+    cases.append({"text": text, "prompt": prompt, "output": res["tokens"]})
+golden = {
+    "generator": f"llama.cpp {build}: llama-server /completion, greedy (temperature 0, top_k 1), no prompt cache",
+    "model": {"arch": arch, "vocab": vocab, "embd": embd, "layers": layers, "heads": heads, "kv_heads": kv_heads,
+              "ffn": ffn, "ctx": ctx, "type": wtype, "seed": seed},
+    "cases": cases,
+}
+with open(path, "w") as f:
+    json.dump(golden, f, indent=1)
+    f.write("\n")
+print(f"{path}: {len(cases)} cases, {[len(c['prompt']) for c in cases]} prompt tokens")
+PY
+    kill $SERVER_PID
+    wait $SERVER_PID 2>/dev/null || true
+    SERVER_PID=
+  done
+done

@@ -1,0 +1,178 @@
+#include "engine/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/generate.h"
+#include "testing/test_models.h"
+
+namespace graft {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 32;
+  c.n_embd = 128;
+  return c;
+}
+
+std::unique_ptr<KvCache> make_cache(int n_cells, int n_seq = 4, ggml_type type = GGML_TYPE_F16) {
+  KvCacheOptions o;
+  o.n_cells = n_cells;
+  o.n_seq_max = n_seq;
+  o.type = type;
+  auto cache = KvCache::create(small_config(), o);
+  EXPECT_TRUE(cache.ok());
+  return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+Batch rows(SeqId seq, int from, int n) {
+  Batch b;
+  for (int i = 0; i < n; ++i) b.rows.push_back({1, from + i, seq, false, {}});
+  return b;
+}
+
+TEST(KvCache, SizesFollowTheModelAndType) {
+  auto f16 = make_cache(100);
+  EXPECT_EQ(f16->bytes_per_token(), size_t(2 * 2 * 64 * 2));  // layers x (K+V) x n_embd_kv x 2 bytes
+  EXPECT_GE(f16->bytes_total(), 100 * f16->bytes_per_token());
+  auto q8 = make_cache(100, 4, GGML_TYPE_Q8_0);
+  EXPECT_LT(q8->bytes_per_token(), f16->bytes_per_token());
+  EXPECT_EQ(f16->cells_total(), 100);
+}
+
+TEST(KvCache, PlacesRowsAndTracksSequences) {
+  auto cache = make_cache(64);
+  ASSERT_TRUE(cache->place(rows(0, 0, 5)).ok());
+  ASSERT_TRUE(cache->place(rows(1, 0, 3)).ok());
+  EXPECT_EQ(cache->seq_length(0), 5);
+  EXPECT_EQ(cache->seq_length(1), 3);
+  EXPECT_EQ(cache->cells_used(), 8);
+  EXPECT_TRUE(cache->can_fit(56));
+  EXPECT_FALSE(cache->can_fit(57));
+}
+
+TEST(KvCache, RejectsPositionGapsUnknownSequencesAndOverflow) {
+  auto cache = make_cache(8, 2);
+  ASSERT_TRUE(cache->place(rows(0, 0, 3)).ok());
+  auto gap = cache->place(rows(0, 4, 1));
+  ASSERT_FALSE(gap.ok());
+  EXPECT_NE(gap.error().message.find("continues at position 3"), std::string::npos) << gap.error().message;
+  EXPECT_FALSE(cache->place(rows(2, 0, 1)).ok());
+  auto full = cache->place(rows(1, 0, 6));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code, "kv_cache_full");
+  // Failed placements changed nothing.
+  EXPECT_EQ(cache->cells_used(), 3);
+  EXPECT_EQ(cache->seq_length(1), 0);
+}
+
+TEST(KvCache, FreeAndTruncateReturnCells) {
+  auto cache = make_cache(32);
+  ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());
+  cache->seq_truncate(0, 4);
+  EXPECT_EQ(cache->seq_length(0), 4);
+  EXPECT_EQ(cache->cells_used(), 4);
+  ASSERT_TRUE(cache->place(rows(0, 4, 2)).ok());  // continues at the kept length
+  cache->seq_free(0);
+  EXPECT_EQ(cache->seq_length(0), 0);
+  EXPECT_EQ(cache->cells_used(), 0);
+}
+
+TEST(KvCache, CopyPrefixSharesCells) {
+  auto cache = make_cache(32);
+  ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());
+  ASSERT_TRUE(cache->seq_copy_prefix(0, 1, 6).ok());
+  EXPECT_EQ(cache->seq_length(1), 6);
+  EXPECT_EQ(cache->cells_used(), 10);  // shared, not copied
+  cache->seq_free(0);
+  EXPECT_EQ(cache->cells_used(), 6);  // sequence 1 still holds its prefix
+  cache->seq_free(1);
+  EXPECT_EQ(cache->cells_used(), 0);
+  EXPECT_FALSE(cache->seq_copy_prefix(0, 1, 3).ok());  // source too short now
+}
+
+TEST(KvCache, MaskLetsRowsSeeOnlyTheirSequenceUpToTheirPosition) {
+  auto cache = make_cache(16);
+  Batch a = rows(0, 0, 3);
+  ASSERT_TRUE(cache->place(a).ok());
+  Batch b = rows(1, 0, 2);
+  auto placement = cache->place(b);
+  ASSERT_TRUE(placement.ok());
+  std::vector<ggml_fp16_t> mask(size_t(placement->n_kv) * 2);
+  cache->fill_mask(b, placement->n_kv, mask.data());
+  auto visible = [&](int row, int cell) {
+    return ggml_fp16_to_fp32(mask[size_t(row * placement->n_kv + cell)]) == 0.0f;
+  };
+  // Cells 0-2 hold sequence 0, cells 3-4 sequence 1 at positions 0 and 1.
+  for (int cell = 0; cell < 3; ++cell) EXPECT_FALSE(visible(0, cell));
+  EXPECT_TRUE(visible(0, 3));
+  EXPECT_FALSE(visible(0, 4));  // causal: position 1 is after row 0's position 0
+  EXPECT_TRUE(visible(1, 3));
+  EXPECT_TRUE(visible(1, 4));
+  for (int cell = 5; cell < placement->n_kv; ++cell) EXPECT_FALSE(visible(1, cell));
+}
+
+// Generation after copying a prefix equals generation from scratch.
+TEST(KvCache, PrefixCopyContinuesLikeAFreshSequence) {
+  auto e =
+      testing::open_engine(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")), 512, 4);
+  ASSERT_TRUE(e.forward);
+  const std::vector<TokenId> prefix = {128000, 791, 4062, 14198, 39935, 35308, 927};
+  const std::vector<TokenId> tail = {279, 16053};
+  std::vector<TokenId> full = prefix;
+  full.insert(full.end(), tail.begin(), tail.end());
+  const auto fresh = testing::greedy(e, full, 8, 0);
+  testing::greedy(e, prefix, 1, 1);  // sequence 1 holds the prefix (+1 generated token)
+  ASSERT_TRUE(e.cache->seq_copy_prefix(1, 2, int(prefix.size())).ok());
+  const auto reused = testing::greedy(e, tail, 8, 2);  // continues after the shared prefix
+  EXPECT_EQ(reused, fresh);
+}
+
+TEST(KvCache, Q8_0CacheGeneratesAsWell) {
+  auto model = Model::load(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")));
+  ASSERT_TRUE(model.ok());
+  KvCacheOptions o;
+  o.n_cells = 256;
+  o.type = GGML_TYPE_Q8_0;
+  auto cache = KvCache::create((*model)->config(), o);
+  ASSERT_TRUE(cache.ok()) << cache.error().message;
+  Forward forward(**model, **cache, 2);
+  Batch b;
+  for (int i = 0; i < 4; ++i) b.rows.push_back({TokenId(100 + i), i, 0, i == 3, {}});
+  auto r = forward.run(b);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->n_rows, 1);
+}
+
+TEST(ForwardErrors, BadBatchesAreRejectedAndChangeNothing) {
+  auto e =
+      testing::open_engine(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")), 256, 2);
+  ASSERT_TRUE(e.forward);
+  Batch empty;
+  auto r = e.forward->run(empty);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("empty batch"), std::string::npos);
+  Batch bad_token;
+  bad_token.rows.push_back({-1, 0, 0, true, {}});
+  bad_token.rows.push_back({1 << 30, 1, 0, true, {}});
+  r = e.forward->run(bad_token);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("outside the vocabulary"), std::string::npos);
+  Batch bad_adapter;
+  BatchRow row{5, 0, 0, true, {}};
+  row.adapters.n = 1;
+  row.adapters.slot[0] = 3;
+  row.adapters.scale[0] = 1.0f;
+  bad_adapter.rows.push_back(row);
+  r = e.forward->run(bad_adapter);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no adapter is mounted in slot 3"), std::string::npos);
+  EXPECT_EQ(e.cache->cells_used(), 0);
+  EXPECT_EQ(testing::greedy(e, {128000, 9906}, 2).size(), 2u);  // still works
+}
+
+}  // namespace
+}  // namespace graft

@@ -1,0 +1,68 @@
+// Parity with llama.cpp: graft's greedy continuations on the golden test
+// models must be token-identical to llama.cpp's (recorded by
+// scripts/make-goldens.sh into tests/data/goldens/).
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "testing/test_models.h"
+
+namespace graft {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> golden_files() {
+  std::vector<std::string> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(GRAFT_SOURCE_DIR) + "/tests/data/goldens")) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class Parity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
+  std::ifstream in(GetParam());
+  const json golden = json::parse(in);
+  const json& m = golden.at("model");
+  TestModelSpec spec = testing::tiny_spec(m.at("arch"), m.at("vocab"), m.at("type"));
+  spec.n_embd = m.at("embd");
+  spec.n_layer = m.at("layers");
+  spec.n_head = m.at("heads");
+  spec.n_head_kv = m.at("kv_heads");
+  spec.n_ff = m.at("ffn");
+  spec.n_ctx = m.at("ctx");
+  spec.seed = m.at("seed");
+  auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1);
+  ASSERT_TRUE(e.forward);
+  int n_cases = 0;
+  for (const json& c : golden.at("cases")) {
+    const std::vector<TokenId> prompt = c.at("prompt");
+    const std::vector<TokenId> want = c.at("output");
+    e.cache->clear();
+    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()));
+    size_t first_diff = 0;
+    while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff])
+      ++first_diff;
+    EXPECT_EQ(got, want) << "prompt \"" << c.at("text").get<std::string>() << "\": first difference at token "
+                         << first_diff;
+    ++n_cases;
+  }
+  EXPECT_GE(n_cases, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, Parity, ::testing::ValuesIn(golden_files()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = std::filesystem::path(info.param).stem().string();
+                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace graft
