@@ -95,7 +95,7 @@ Value f_dictsort(Interpreter&, const Value& in, const CallArgs& args, int line) 
   bool by_value = by && by->is_string() && by->str() == "value";
   bool reverse = bool_arg(args, 2, "reverse", false);
   std::vector<std::pair<Value, Value>> pairs;
-  for (const auto& [k, v] : in.json().items()) pairs.emplace_back(Value(k), in.member(v));
+  for (const auto& [k, v] : in.json().items()) pairs.emplace_back(Value(key_value(k)), in.member(v));
   std::stable_sort(pairs.begin(), pairs.end(), [&](const auto& a, const auto& b) {
     const Value& x = by_value ? a.second : a.first;
     const Value& y = by_value ? b.second : b.first;
@@ -108,29 +108,7 @@ Value f_dictsort(Interpreter&, const Value& in, const CallArgs& args, int line) 
 }
 
 Value f_escape(Interpreter&, const Value& in, const CallArgs&, int) {
-  std::string out;
-  for (char c : text_of(in)) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return Value(std::move(out));
+  return in.is_markup() ? in : Value::markup(html_escape(text_of(in)));
 }
 
 Value f_first(Interpreter&, const Value& in, const CallArgs&, int line) {
@@ -217,7 +195,7 @@ Value f_items(Interpreter&, const Value& in, const CallArgs&, int line) {
   }
   if (!in.is_object()) fail(fmt::format("the 'items' filter expects a dict, got {}", type_name(in)), line);
   Json out = Json::array();
-  for (const auto& [k, v] : in.json().items()) out.push_back(Json::array({k, v}));
+  for (const auto& [k, v] : in.json().items()) out.push_back(Json::array({key_value(k), v}));
   return Value(std::move(out));
 }
 
@@ -254,6 +232,7 @@ Value f_title(Interpreter&, const Value& in, const CallArgs&, int) {
 
 Value f_map(Interpreter& interp, const Value& in, const CallArgs& args, int line) {
   std::vector<Value> out;
+  if (!truthy(in)) return list_of(out, line);  // jinja2 maps nothing over none
   const Value* attribute = nullptr;
   for (const auto& [k, v] : args.keyword)
     if (k == "attribute") attribute = &v;
@@ -279,6 +258,7 @@ Value f_map(Interpreter& interp, const Value& in, const CallArgs& args, int line
 
 Value select_items(Interpreter& interp, const Value& in, const CallArgs& args, int line, bool by_attribute,
                    bool keep) {
+  if (!truthy(in)) return Value(Json::array());  // jinja2 selects nothing from none
   std::size_t next = 0;
   std::string attribute;
   if (by_attribute) {
@@ -379,7 +359,7 @@ Value f_round(Interpreter&, const Value& in, const CallArgs& args, int line) {
 }
 
 Value f_safe(Interpreter&, const Value& in, const CallArgs&, int) {
-  return in;
+  return in.is_string() ? Value::markup(in.str()) : in;
 }
 
 Value f_sort(Interpreter&, const Value& in, const CallArgs& args, int line) {

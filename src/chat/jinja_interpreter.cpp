@@ -135,10 +135,10 @@ Value get_item(const Value& object, const Value& key, int line) {
   }
   const Json& j = object.json();
   if (j.is_object()) {
-    if (key.is_string()) {
-      auto it = j.find(key.str());
+    if (std::optional<std::string> stored = dict_key(key)) {
+      auto it = j.find(*stored);
       if (it != j.end()) return object.member(*it);
-      if (has_method(object, key.str())) return get_attribute(object, key.str(), line);
+      if (key.is_string() && has_method(object, key.str())) return get_attribute(object, key.str(), line);
     }
     return Value::undefined(fmt::format("'dict object' has no attribute {}", repr(key)));
   }
@@ -181,7 +181,7 @@ std::vector<Value> iterate(const Value& v, int line) {
     for (const Json& e : j) out.push_back(v.member(e));
   } else if (j.is_object()) {
     out.reserve(j.size());
-    for (const auto& [k, x] : j.items()) out.emplace_back(k);
+    for (const auto& [k, x] : j.items()) out.emplace_back(key_value(k));
   } else if (j.is_string()) {
     for (std::string_view c : code_points(v.str())) out.emplace_back(std::string(c));
   } else {
@@ -375,9 +375,10 @@ Value Interpreter::eval(const Expr& expr, Scope& scope) {
       Json out = Json::object();
       for (const auto& [k, v] : static_cast<const DictExpr&>(expr).items) {
         Value key = eval(*k, scope);
-        if (!key.is_string())
-          fail(fmt::format("dict keys must be strings, not {}", type_name(key)), expr.line);
-        out[key.str()] = eval(*v, scope).to_json(expr.line);
+        std::optional<std::string> stored = dict_key(key);
+        if (!stored)
+          fail(fmt::format("dict keys must be strings or integers, not {}", type_name(key)), expr.line);
+        out[*stored] = eval(*v, scope).to_json(expr.line);
       }
       return Value(std::move(out));
     }

@@ -234,21 +234,20 @@ Value call_dict_method(const Value& self, std::string_view name, const CallArgs&
   if (name == "get") {
     args.expect(name, 2, {}, line);
     if (args.positional.empty()) fail("get() takes at least 1 argument", line);
-    const Value& key = args.positional[0];
-    if (key.is_string()) {
-      auto it = d.find(key.str());
+    if (std::optional<std::string> key = dict_key(args.positional[0])) {
+      auto it = d.find(*key);
       if (it != d.end()) return self.member(*it);
     }
     return args.positional.size() > 1 ? args.positional[1] : Value::none();
   }
   if (name == "items") {
     Json out = Json::array();
-    for (const auto& [k, v] : d.items()) out.push_back(Json::array({k, v}));
+    for (const auto& [k, v] : d.items()) out.push_back(Json::array({key_value(k), v}));
     return Value(std::move(out));
   }
   if (name == "keys") {
     Json out = Json::array();
-    for (const auto& [k, v] : d.items()) out.push_back(k);
+    for (const auto& [k, v] : d.items()) out.push_back(key_value(k));
     return Value(std::move(out));
   }
   Json out = Json::array();  // values

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "chat/jinja_operators.h"
+#include "chat/jinja_strings.h"
 
 namespace graft::jinja {
 
@@ -19,11 +20,6 @@ bool is_int_like(const Value& v) {
 [[noreturn]] void unsupported(std::string_view op, const Value& a, const Value& b, int line) {
   fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)),
        line);
-}
-
-std::int64_t checked(bool overflow, std::int64_t v, int line) {
-  if (overflow) fail("integer overflow", line);
-  return v;
 }
 
 Value repeat(const Value& seq, std::int64_t times, int line) {
@@ -49,13 +45,26 @@ Value arithmetic(Op op, const Value& a, const Value& b, int line) {
     bool ints = is_int_like(a) && is_int_like(b);
     if (ints) {
       std::int64_t x = a.as_int(), y = b.as_int(), r = 0;
+      bool overflow = false;
       switch (op) {
         case Op::add:
-          return Value(checked(__builtin_add_overflow(x, y, &r), r, line));
+          overflow = __builtin_add_overflow(x, y, &r);
+          break;
         case Op::sub:
-          return Value(checked(__builtin_sub_overflow(x, y, &r), r, line));
+          overflow = __builtin_sub_overflow(x, y, &r);
+          break;
         case Op::mul:
-          return Value(checked(__builtin_mul_overflow(x, y, &r), r, line));
+          overflow = __builtin_mul_overflow(x, y, &r);
+          break;
+        default:
+          break;
+      }
+      if (overflow) fail("integer overflow", line);
+      switch (op) {
+        case Op::add:
+        case Op::sub:
+        case Op::mul:
+          return Value(r);
         case Op::div:
           if (y == 0) fail("division by zero", line);
           return Value(static_cast<double>(x) / static_cast<double>(y));
@@ -112,7 +121,13 @@ Value arithmetic(Op op, const Value& a, const Value& b, int line) {
   }
   switch (op) {
     case Op::add:
-      if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+      if (a.is_string() && b.is_string()) {
+        if (a.is_markup() || b.is_markup()) {
+          return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
+                               (b.is_markup() ? b.str() : html_escape(b.str())));
+        }
+        return Value(a.str() + b.str());
+      }
       if (a.is_array() && b.is_array()) {
         Json out = a.json();
         for (const Json& e : b.json()) out.push_back(e);
@@ -156,7 +171,10 @@ bool contains(const Value& container, const Value& item, int line) {
       if (json_equals(e, item.json())) return true;
     return false;
   }
-  if (container.is_object()) return item.is_string() && container.json().contains(item.str());
+  if (container.is_object()) {
+    std::optional<std::string> key = dict_key(item);
+    return key && container.json().contains(*key);
+  }
   if (container.is_namespace()) return item.is_string() && container.ns().attrs.count(item.str()) > 0;
   fail(fmt::format("argument of type '{}' is not iterable", type_name(container)), line);
 }

@@ -24,5 +24,7 @@ std::string py_lower(std::string_view s);
 std::string py_title(std::string_view s);
 std::string py_capitalize(std::string_view s);
 bool is_python_space(std::string_view code_point);
+// markupsafe's escape(): & < > ' " as entities.
+std::string html_escape(std::string_view s);
 
 }  // namespace graft::jinja

@@ -46,6 +46,12 @@ Value Value::undefined(std::string what) {
   return v;
 }
 
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
 Value Value::none() {
   Value v;
   v.kind_ = Kind::json;
@@ -98,6 +104,28 @@ Json Value::to_json(int line) const {
     default:
       fail(fmt::format("{} cannot be used as data", type_name(*this)), line);
   }
+}
+
+namespace {
+constexpr std::string_view kIntKeyMarker = "\x01int:";
+}
+
+std::optional<std::string> dict_key(const Value& key) {
+  if (key.is_string()) return key.str();
+  if (key.is_integer() || key.is_bool()) return std::string(kIntKeyMarker) + std::to_string(key.as_int());
+  return std::nullopt;
+}
+
+Json key_value(const std::string& stored) {
+  if (stored.compare(0, kIntKeyMarker.size(), kIntKeyMarker) == 0) {
+    return std::stoll(stored.substr(kIntKeyMarker.size()));
+  }
+  return stored;
+}
+
+std::string key_text(const std::string& stored) {
+  if (stored.compare(0, kIntKeyMarker.size(), kIntKeyMarker) == 0) return stored.substr(kIntKeyMarker.size());
+  return stored;
 }
 
 bool truthy(const Value& v) {
@@ -228,7 +256,7 @@ std::string json_repr(const Json& j) {
       for (const auto& [k, v] : j.items()) {
         if (!first) out += ", ";
         first = false;
-        out += python_str_repr(k) + ": " + json_repr(v);
+        out += json_repr(key_value(k)) + ": " + json_repr(v);
       }
       return out + "}";
     }
@@ -521,7 +549,7 @@ void dump_value(std::string& out, const Json& j, const DumpOptions& o, int depth
         if (!first) out += o.item_separator;
         first = false;
         if (pretty) newline(depth + 1);
-        dump_string(out, entry->first, o.ensure_ascii);
+        dump_string(out, key_text(entry->first), o.ensure_ascii);
         out += o.key_separator;
         dump_value(out, entry->second, o, depth + 1);
       }

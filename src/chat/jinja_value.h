@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,10 @@ class Value {
   static Value borrowed(const Json& data);
   // A part of this value's JSON (an element or member), sharing its owner.
   Value member(const Json& part) const;
+  // A string marked safe (jinja2's Markup, made by `|safe` and `|escape`):
+  // adding a plain string to it HTML-escapes the plain string, as in jinja2.
+  static Value markup(std::string s);
+  bool is_markup() const { return markup_; }
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::undefined; }
@@ -88,6 +93,7 @@ class Value {
  private:
   Kind kind_ = Kind::undefined;
   bool owned_ = false;
+  bool markup_ = false;
   std::shared_ptr<const Json> json_;  // the data, or the undefined name
   std::shared_ptr<void> object_;      // Namespace, Callable or LoopState
 };
@@ -122,6 +128,12 @@ struct DumpOptions {
   bool sort_keys = false;
 };
 std::string dump_json(const Json& j, const DumpOptions& options);
+
+// Dict keys. JSON objects only have string keys; integer keys a template
+// writes ({512: 128}) are stored with a marker prefix and read back as ints.
+std::optional<std::string> dict_key(const Value& key);  // nullopt: not a string or int
+Json key_value(const std::string& stored);              // the key as the template sees it
+std::string key_text(const std::string& stored);        // the key as json.dumps writes it
 
 // UTF-8 helpers for Python's code-point string semantics.
 std::size_t code_point_count(std::string_view s);

@@ -45,7 +45,7 @@ Json tool_call_conversation(bool object_arguments) {
                            {"tool_call_id", "call00001"},
                            {"name", kToolCallProbe},
                            {"content", kToolResultProbe}},
-                      user(kUserProbe)});
+                      Json{{"role", "assistant"}, {"content", "done"}}});
 }
 
 Json probe_tools() {
@@ -96,6 +96,10 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
     return out.ok() ? *out : std::string();
   };
   ChatTemplateCaps& caps = t.caps_;
+  caps.thinking = contains(*t.source_, "<think>");
+  // A template that cannot render even one user message (it needs kwargs
+  // graft does not know) teaches nothing: keep the defaults.
+  if (!contains(probe(Json::array({user(kUserProbe)}), nullptr), kUserProbe)) return t;
   caps.system_role = contains(
       probe(Json::array({Json{{"role", "system"}, {"content", kSystemProbe}}, user(kUserProbe)}), nullptr),
       kSystemProbe);
@@ -116,7 +120,6 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
   std::string typed = probe(parts, nullptr);
   caps.typed_content = contains(typed, kUserProbe) && !contains(typed, "'type': 'text'") &&
                        !contains(typed, "\"type\": \"text\"");
-  caps.thinking = contains(*t.source_, "<think>");
   return t;
 }
 

@@ -7,7 +7,7 @@ the hand-written expected files in tests/data/chat/ can be compared with what
 transformers would produce.
 
   python3 tests/chat/reference_render.py TEMPLATE.jinja basic|tools [--bos B --eos E]
-  python3 tests/chat/reference_render.py --all DIR      # one line per template: ok / error
+  python3 tests/chat/reference_render.py --all DIR [--out OUT]  # one line per template: ok / error
 
 The conversations mirror the ones in tests/chat/conversations.h, with tool-call
 arguments already parsed to objects (graft does that before rendering).
@@ -97,6 +97,7 @@ def main():
     ap.add_argument("--eos", default="</s>")
     ap.add_argument("--all")
     ap.add_argument("--kwargs", default="{}")
+    ap.add_argument("--out", help="with --all: write NAME.KIND.txt (or .err) files into this folder")
     args = ap.parse_args()
     if args.all:
         for name in sorted(os.listdir(args.all)):
@@ -104,11 +105,16 @@ def main():
                 continue
             source = open(os.path.join(args.all, name), encoding="utf-8").read()
             for kind in ("basic", "tools"):
+                stem = os.path.join(args.out, f"{name[:-6]}.{kind}") if args.out else None
                 try:
-                    render(source, kind, args.bos, args.eos)
+                    text = render(source, kind, args.bos, args.eos)
                     status = "ok"
+                    if stem:
+                        open(stem + ".txt", "w", encoding="utf-8").write(text)
                 except Exception as e:  # noqa: BLE001 - report every failure
                     status = f"error: {type(e).__name__}: {e}"
+                    if stem:
+                        open(stem + ".err", "w", encoding="utf-8").write(status)
                 print(f"{name} {kind}: {status}")
         return
     source = open(args.template, encoding="utf-8").read()
