@@ -1,0 +1,119 @@
+// `graft make-test-adapter`: writes a deterministic random LoRA adapter for a
+// base model, in PEFT form, GGUF form, or both (the same weights).
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "adapters/gguf_lora.h"
+#include "adapters/metadata.h"
+#include "adapters/peft.h"
+#include "adapters/store.h"
+#include "cli/commands.h"
+#include "tools/test_adapter.h"
+
+namespace graft::cli {
+
+namespace {
+
+struct MakeOptions {
+  TestAdapterSpec spec;
+  std::string peft_dir;
+  std::string gguf_file;
+  std::string targets = "all";
+  std::vector<int> layers;
+  std::string dtype = "f32";
+  bool stamp = false;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "graft: %s\n", message.c_str());
+  throw CLI::RuntimeError(1);
+}
+
+std::vector<LoraTarget> parse_targets(const std::string& text) {
+  if (text == "all") return {kAllLoraTargets.begin(), kAllLoraTargets.end()};
+  if (text == "attn")
+    return {LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v, LoraTarget::attn_output};
+  if (text == "mlp") return {LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
+  std::vector<LoraTarget> out;
+  std::stringstream in(text);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    auto t = parse_target(name);
+    if (!t) fail("unknown target '" + name + "' (q, k, v, o, gate, up, down, or all, attn, mlp)");
+    out.push_back(*t);
+  }
+  return out;
+}
+
+void stamp_beside(const AvailableAdapter& adapter, const BaseModel& base) {
+  if (!adapter.readable()) fail(adapter.problem);
+  AdapterMetadata m = describe_for_base(adapter.id, *adapter.description, base);
+  m.task = "test (random weights)";
+  if (Status s = write_adapter_metadata(adapter.metadata_path, m); !s) fail(s.error().message);
+}
+
+void make(MakeOptions& o) {
+  if (o.peft_dir.empty() && o.gguf_file.empty()) fail("give --peft DIR, --gguf FILE, or both");
+  o.spec.targets = parse_targets(o.targets);
+  o.spec.layers = o.layers;
+  auto base = BaseModel::open(o.spec.base_path);
+  if (!base) fail(base.error().message);
+  auto adapter = make_test_adapter(o.spec, *base);
+  if (!adapter) fail(adapter.error().message);
+  if (!o.peft_dir.empty()) {
+    PeftWriteOptions options;
+    options.base_model_name_or_path = base->label();
+    if (o.dtype == "f16") {
+      options.dtype = SafetensorsDtype::f16;
+    } else if (o.dtype == "bf16") {
+      options.dtype = SafetensorsDtype::bf16;
+    } else if (o.dtype != "f32") {
+      fail("unknown --dtype '" + o.dtype + "' (f32, f16, bf16)");
+    }
+    if (Status s = write_peft(o.peft_dir, *adapter, options); !s) fail(s.error().message);
+    if (o.stamp) stamp_beside(*inspect_adapter(o.peft_dir), *base);
+    std::printf("wrote %s (PEFT)\n", o.peft_dir.c_str());
+  }
+  if (!o.gguf_file.empty()) {
+    GgufLoraWriteOptions options;
+    options.architecture = base->architecture;
+    options.name = "graft test adapter (seed " + std::to_string(o.spec.seed) + ")";
+    options.type = o.dtype;
+    if (Status s = write_gguf_lora(o.gguf_file, *adapter, options); !s) fail(s.error().message);
+    if (o.stamp) {
+      auto inspected = inspect_adapter(o.gguf_file);
+      if (!inspected) fail(inspected.error().message);
+      stamp_beside(*inspected, *base);
+    }
+    std::printf("wrote %s (GGUF)\n", o.gguf_file.c_str());
+  }
+}
+
+}  // namespace
+
+void add_make_test_adapter_command(CLI::App& app) {
+  auto o = std::make_shared<MakeOptions>();
+  auto* cmd =
+      app.add_subcommand("make-test-adapter",
+                         "Write a random LoRA adapter for a model, in PEFT and/or GGUF form (same weights)");
+  cmd->add_option("--base", o->spec.base_path, "The base model's GGUF file (gives the shapes)")->required();
+  cmd->add_option("--peft", o->peft_dir, "Folder to write the PEFT form into");
+  cmd->add_option("--gguf", o->gguf_file, "File to write the GGUF form to");
+  cmd->add_option("--rank", o->spec.rank, "LoRA rank")->capture_default_str();
+  cmd->add_option("--alpha", o->spec.alpha, "LoRA alpha (scale = alpha / rank)")->capture_default_str();
+  cmd->add_option("--targets", o->targets, "Projections: all, attn, mlp, or a list like q,v,down")
+      ->capture_default_str();
+  cmd->add_option("--layers", o->layers, "Layers to adapt (default: all)")->delimiter(',');
+  cmd->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--strength", o->spec.strength, "Size of the adapter's effect relative to the base output")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Storage type: f32, f16 or bf16")->capture_default_str();
+  cmd->add_flag(
+      "--stamp", o->stamp,
+      "Also record the base model: DIR/graft_adapter.json for PEFT, <name>.graft_adapter.json beside a "
+      "GGUF file");
+  cmd->callback([o] { make(*o); });
+}
+
+}  // namespace graft::cli
