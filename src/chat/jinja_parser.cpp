@@ -1,11 +1,13 @@
 #include "chat/jinja_parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "chat/jinja_builtins.h"
 #include "chat/jinja_lexer.h"
 
 namespace graft::jinja {
@@ -107,7 +109,11 @@ class Parser {
       switch (t.type) {
         case TokenType::eof:
           if (!ends.empty()) {
-            fail(fmt::format("unexpected end of template: expected '{{% {} %}}'", *ends.begin()), t.line);
+            auto closing = std::find_if(ends.begin(), ends.end(),
+                                        [](const std::string& e) { return e.rfind("end", 0) == 0; });
+            fail(fmt::format("unexpected end of template: expected '{{% {} %}}'",
+                             closing != ends.end() ? *closing : *ends.begin()),
+                 t.line);
           }
           return "";
         case TokenType::text:
@@ -549,6 +555,7 @@ class Parser {
     int line = peek().line;
     std::string name = expect_name();
     while (accept_op(".")) name.append(1, '.').append(expect_name());
+    if (!is_known_filter(name)) fail(fmt::format("unknown filter '{}'", name), line);
     auto filter = std::make_unique<FilterExpr>(std::move(input), std::move(name), line);
     if (at_op("(")) parse_arguments(filter->args);
     return filter;
@@ -562,6 +569,7 @@ class Parser {
         int line = next().line;
         bool negated = accept_name("not");
         std::string name = expect_name();
+        if (!is_known_test(name)) fail(fmt::format("unknown test '{}'", name), line);
         auto test = std::make_unique<TestExpr>(std::move(node), std::move(name), line);
         test->negated = negated;
         if (at_op("(")) {
