@@ -233,6 +233,8 @@ void Engine::step() {
     publish_stats(0);
     return;
   }
+  // Admissions and frees show in /stats while the batch computes.
+  publish_stats(static_cast<int>(plan.batch.size()), /*count_step=*/false);
 
   std::vector<RowSampler*> samplers;
   samplers.reserve(plan.samplers.size());
@@ -350,7 +352,7 @@ void Engine::fail_requests(const std::vector<RequestId>& ids, const std::string&
   for (RequestId id : ids) finish(id, FinishReason::kError, {}, error);
 }
 
-void Engine::publish_stats(int batch_rows) {
+void Engine::publish_stats(int batch_rows, bool count_step) {
   const auto now = Clock::now();
   constexpr auto kWindow = std::chrono::seconds(5);
   while (!recent_tokens_.empty() && now - recent_tokens_.front().first > kWindow) recent_tokens_.pop_front();
@@ -360,7 +362,7 @@ void Engine::publish_stats(int batch_rows) {
                                  std::chrono::duration<double>(kWindow).count());
 
   std::lock_guard lock(mutex_);
-  if (batch_rows > 0) stats_.steps++;
+  if (count_step && batch_rows > 0) stats_.steps++;
   stats_.batch_rows = batch_rows;
   stats_.running = scheduler_.n_running();
   stats_.waiting = scheduler_.n_waiting() + static_cast<int>(incoming_.size());

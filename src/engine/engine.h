@@ -114,7 +114,7 @@ class Engine {
   void on_token(Active& a, const GeneratedToken& token);
   void finish(RequestId id, FinishReason reason, GenerationEvent event, std::string error = {});
   void fail_requests(const std::vector<RequestId>& ids, const std::string& error);
-  void publish_stats(int batch_rows);
+  void publish_stats(int batch_rows, bool count_step = true);
   void count_routes(const AdapterRoute& route, int delta);
 
   std::unique_ptr<Executor> executor_;

@@ -1,0 +1,185 @@
+#include "server/served_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <ggml.h>
+
+#include "engine/model_executor.h"
+#include "util/log.h"
+
+namespace graft::server {
+
+namespace {
+
+// Used when a model carries no chat template (or one graft cannot parse).
+constexpr const char* kChatMlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% "
+    "endif %}";
+
+class TokenizerText : public TokenText {
+ public:
+  explicit TokenizerText(std::shared_ptr<const Tokenizer> tok) : tok_(std::move(tok)) {}
+  bool is_end_of_generation(TokenId token) const override { return tok_->is_eog(token); }
+  std::unique_ptr<TextStream> open_stream() const override { return std::make_unique<Stream>(tok_); }
+
+ private:
+  struct Stream : TextStream {
+    explicit Stream(std::shared_ptr<const Tokenizer> tok) : decoder(std::move(tok), /*skip_special=*/true) {}
+    std::string push(TokenId token) override { return decoder.push(token); }
+    std::string flush() override { return decoder.flush(); }
+    StreamDecoder decoder;
+  };
+  std::shared_ptr<const Tokenizer> tok_;
+};
+
+// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
+int64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenText> make_token_text(std::shared_ptr<const Tokenizer> tokenizer) {
+  return std::make_shared<TokenizerText>(std::move(tokenizer));
+}
+
+Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text) {
+  size_t end = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  if (end == 0 || !std::isfinite(number) || number <= 0) {
+    return errorf("invalid_argument", "--kv-budget '{}' is neither a token count nor a size like 2GiB", text);
+  }
+  std::string unit = text.substr(end);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (unit.empty() || unit == "t" || unit == "tokens") {
+    if (number != std::floor(number))
+      return errorf("invalid_argument", "--kv-budget '{}': a token count is whole", text);
+    return std::pair<int64_t, int64_t>{static_cast<int64_t>(number), 0};
+  }
+  double scale = 0;
+  if (unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  if (scale == 0)
+    return errorf("invalid_argument", "--kv-budget '{}': unknown unit '{}' (use B, KiB, MiB or GiB)", text,
+                  unit);
+  return std::pair<int64_t, int64_t>{0, static_cast<int64_t>(number * scale)};
+}
+
+ServedModel::~ServedModel() = default;
+
+Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& options, int64_t kv_budget_bytes) {
+  std::unique_ptr<ServedModel> served(new ServedModel());
+  GRAFT_TRY(served->model_, Model::load(options.model_path));
+  const GgufFile& gguf = served->model_->gguf();
+  const ModelConfig& config = served->model_->config();
+  GRAFT_TRY(served->tokenizer_, Tokenizer::from_gguf(gguf));
+
+  served->id_ = options.model_id;
+  if (served->id_.empty()) served->id_ = std::filesystem::path(options.model_path).stem().string();
+  served->created_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+
+  auto source = gguf.find_string("tokenizer.chat_template");
+  if (source) {
+    auto parsed = ChatTemplate::parse(*source);
+    if (parsed) {
+      served->template_ = std::make_unique<ChatTemplate>(std::move(*parsed));
+      served->own_template_ = true;
+    } else {
+      GRAFT_LOG_WARN("the model's chat template cannot be used ({}); chat requests use ChatML instead",
+                     parsed.error().message);
+    }
+  }
+  if (!served->template_) {
+    GRAFT_TRY(ChatTemplate chatml, ChatTemplate::parse(kChatMlTemplate));
+    served->template_ = std::make_unique<ChatTemplate>(std::move(chatml));
+  }
+
+  ggml_type kv_type;
+  if (options.kv_type == "f16") {
+    kv_type = GGML_TYPE_F16;
+  } else if (options.kv_type == "q8_0") {
+    kv_type = GGML_TYPE_Q8_0;
+  } else {
+    return errorf("invalid_argument", "--kv-type '{}' is not supported (use f16 or q8_0)", options.kv_type);
+  }
+  const int parallel = std::clamp(options.parallel, 1, 64);
+  int n_ctx =
+      options.n_ctx > 0 ? options.n_ctx : std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 8192);
+  if (config.n_ctx_train > 0 && n_ctx > config.n_ctx_train) {
+    GRAFT_LOG_WARN("--ctx {} is beyond the model's training context {}: using {}", n_ctx, config.n_ctx_train,
+                   config.n_ctx_train);
+    n_ctx = config.n_ctx_train;
+  }
+  const int64_t bytes_per_token = 2 * static_cast<int64_t>(config.n_layer) *
+                                  static_cast<int64_t>(ggml_row_size(kv_type, config.n_embd_kv()));
+  int64_t budget = options.kv_budget_tokens;
+  if (budget == 0 && kv_budget_bytes > 0) budget = kv_budget_bytes / bytes_per_token;
+  if (budget == 0) {
+    budget = int64_t{parallel} * n_ctx;
+    int64_t avail = available_memory();
+    if (avail > 0) budget = std::min(budget, avail / 2 / bytes_per_token);
+  }
+  if (budget < n_ctx) {
+    return errorf(
+        "invalid_argument",
+        "the KV budget ({} tokens, {} MiB) does not hold one full context of {} tokens: lower --ctx or "
+        "raise --kv-budget",
+        budget, budget * bytes_per_token >> 20, n_ctx);
+  }
+
+  ModelExecutorOptions exec;
+  exec.n_ctx = n_ctx;
+  exec.kv_cells = budget;
+  exec.max_sequences = std::min(std::max(4 * parallel, 16), 256);
+  exec.n_threads = options.threads;
+  exec.kv_type = kv_type;
+  exec.max_batch_rows = std::max(options.step_tokens, parallel + 1);
+  GRAFT_TRY(std::unique_ptr<Executor> executor, make_model_executor(*served->model_, exec));
+
+  EngineConfig engine;
+  engine.n_ctx = n_ctx;
+  engine.kv_budget_tokens = budget;
+  engine.max_running = parallel;
+  engine.step_tokens = exec.max_batch_rows;
+  engine.prefix_cache = options.prefix_cache;
+  served->engine_ =
+      std::make_unique<Engine>(std::move(executor), make_token_text(served->tokenizer_), engine);
+  return served;
+}
+
+std::string ServedModel::token_piece(TokenId id) const {
+  return tokenizer_->token_bytes(id);
+}
+
+std::string ServedModel::bos_text() const {
+  TokenId bos = tokenizer_->bos();
+  return bos < 0 ? "" : tokenizer_->token_text(bos);
+}
+
+std::string ServedModel::eos_text() const {
+  TokenId eos = tokenizer_->eos();
+  return eos < 0 ? "" : tokenizer_->token_text(eos);
+}
+
+}  // namespace graft::server

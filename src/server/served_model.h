@@ -1,0 +1,68 @@
+// ServedModel: everything `graft serve` holds for its one model — the
+// weights, tokenizer, chat template and the engine that runs requests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "chat/template.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/result.h"
+
+namespace graft::server {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string model_id;          // the name /v1/models lists; "": the file name without .gguf
+  int n_ctx = 0;                 // longest sequence; 0: the model's training context, at most 8192
+  int64_t kv_budget_tokens = 0;  // 0: every running request gets a full context, if memory allows
+  int parallel = 4;              // requests in flight at once
+  int threads = 0;               // compute threads; 0: all cores
+  std::string kv_type = "f16";   // f16 or q8_0
+  int step_tokens = 512;         // most rows in one batch
+  bool prefix_cache = true;
+};
+
+// Parses a --kv-budget value: a token count ("16384") or a size ("2GiB", "512MiB", "1.5G").
+// Returns {tokens, bytes}: exactly one of them is non-zero.
+Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text);
+
+class ServedModel {
+ public:
+  static Result<std::unique_ptr<ServedModel>> load(const ServeOptions& options, int64_t kv_budget_bytes = 0);
+  ~ServedModel();
+
+  const std::string& id() const { return id_; }
+  int64_t created() const { return created_; }  // unix seconds
+  Model& model() { return *model_; }
+  const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
+  const ChatTemplate& chat_template() const { return *template_; }
+  bool has_own_chat_template() const { return own_template_; }
+  Engine& engine() { return *engine_; }
+  const Engine& engine() const { return *engine_; }
+
+  // The text of a token for logprobs ("" outside the vocabulary).
+  std::string token_piece(TokenId id) const;
+  // bos/eos texts for chat templates.
+  std::string bos_text() const;
+  std::string eos_text() const;
+
+ private:
+  ServedModel() = default;
+
+  std::string id_;
+  int64_t created_ = 0;
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  bool own_template_ = false;
+  std::unique_ptr<Engine> engine_;  // last: stopped before the model goes
+};
+
+// The engine's view of the tokenizer: end-of-generation ids and streamed text.
+std::shared_ptr<const TokenText> make_token_text(std::shared_ptr<const Tokenizer> tokenizer);
+
+}  // namespace graft::server
