@@ -87,6 +87,12 @@ void Forward::build(const Shape& shape) {
         input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
     lora_inputs_.scales =
         input(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    if (g.out_rows) {
+      lora_inputs_.out_slots =
+          input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_outputs), "lora_out_slots");
+      lora_inputs_.out_scales = input(
+          ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs), "lora_out_scales");
+    }
     g.lora = &lora_inputs_;
   }
   logits_ = model_.build_graph(g);
@@ -132,6 +138,15 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
         const bool real = u < route.n;
         slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : 0);
         scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
+      }
+    }
+    if (lora_inputs_.out_slots) {
+      const auto* out = static_cast<const int32_t*>(g.out_rows->data);
+      auto* out_slots = static_cast<int32_t*>(lora_inputs_.out_slots->data);
+      auto* out_scales = static_cast<float*>(lora_inputs_.out_scales->data);
+      for (int k = 0; k < shape_.n_outputs; ++k) {
+        std::copy_n(slots + out[k] * n_used, n_used, out_slots + k * n_used);
+        std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
       }
     }
   }

@@ -30,6 +30,9 @@ struct LoraInputs {
   int n_used = 0;                 // the largest route (stack) size in the batch
   ggml_tensor* slots = nullptr;   // I32 [n_used, n_rows]
   ggml_tensor* scales = nullptr;  // F32 [1, n_used, n_rows]: route scale x adapter scale (0 pads)
+  // The same for the output rows only (after select_output_rows); null when every row is an output.
+  ggml_tensor* out_slots = nullptr;   // I32 [n_used, n_outputs]
+  ggml_tensor* out_scales = nullptr;  // F32 [1, n_used, n_outputs]
 };
 
 struct GraphContext {

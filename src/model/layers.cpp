@@ -20,10 +20,14 @@ namespace {
 ggml_tensor* lora_delta(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x) {
   ggml_context* ctx = g.ctx;
   const LoraInputs& in = *g.lora;
+  // After select_output_rows only the output rows are left.
+  const bool outputs_only = in.out_slots && x->ne[1] != g.n_rows;
+  ggml_tensor* slots = outputs_only ? in.out_slots : in.slots;
+  ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
   ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
-  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, in.slots);   // [rank, n_used, n_rows]
-  ggml_tensor* bax = ggml_mul_mat_id(ctx, stack.b, ax, in.slots);  // [n_out, n_used, n_rows]
-  bax = ggml_mul(ctx, bax, in.scales);
+  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);   // [rank, n_used, n_rows]
+  ggml_tensor* bax = ggml_mul_mat_id(ctx, stack.b, ax, slots);  // [n_out, n_used, n_rows]
+  bax = ggml_mul(ctx, bax, scales);
   const int64_t n_out = bax->ne[0];
   ggml_tensor* sum = ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], 0);
   for (int u = 1; u < in.n_used; ++u) {
