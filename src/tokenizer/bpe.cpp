@@ -119,11 +119,11 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, BpeScratch
         [&](size_t i, size_t len) { return unit_id(vocab, word.substr(i, len)); });
   }
 
-  auto pair = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<MergeStep<int32_t>> {
+  auto pair = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<MergeStep> {
     if (l.id < 0 || r.id < 0) return std::nullopt;
     const MergeTable::Entry* e = merges_.find(l.id, r.id);
     if (!e) return std::nullopt;
-    return MergeStep<int32_t>{e->rank, e->result};
+    return MergeStep{static_cast<uint32_t>(e->rank), e->result};
   };
   run_merges(symbols, pair, scratch.merge);
 

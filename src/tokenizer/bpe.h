@@ -20,7 +20,7 @@ namespace graft {
 
 struct BpeScratch {
   std::vector<MergeSymbol> symbols;
-  MergeScratch<int32_t> merge;
+  MergeScratch merge;
   std::string text;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -54,23 +55,29 @@ struct MergeSymbol {
   int32_t next;
 };
 
-template <typename Cost>
+// The cost of a merge as an unsigned key: lower merges first. BPE uses the
+// rank; SentencePiece maps the negated score through float_order_key.
 struct MergeStep {
-  Cost cost;
+  uint32_t cost;
   int32_t result;  // id of the merged symbol
 };
 
+// A uint32 that sorts like the float (for finite values and infinities).
+inline uint32_t float_order_key(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
 // Scratch space reused across words so that encoding allocates rarely.
-template <typename Cost>
 struct MergeScratch {
-  struct Pair {
-    Cost cost;
-    int32_t left, right;
-    int32_t left_id, right_id;
+  struct Queued {
+    uint64_t order;   // cost << 32 | left index: lowest cost, then leftmost, first
+    uint32_t length;  // left + right length when queued; any merge since changes it
     int32_t result;
   };
-  std::vector<Pair> heap;
-  std::vector<Cost> cost;
+  std::vector<Queued> heap;
+  std::vector<uint32_t> cost;
   std::vector<int32_t> result;
   std::vector<uint8_t> has_pair;
 };
@@ -82,8 +89,8 @@ inline constexpr size_t kScanMergeLimit = 48;
 // Runs the merges over `symbols` (a chain 0..n-1 set up by the caller).
 // `pair(left, right)` returns the merge step for two adjacent symbols, or
 // nullopt when they do not merge.
-template <typename Cost, typename PairFn>
-void run_merges(std::vector<MergeSymbol>& symbols, PairFn&& pair, MergeScratch<Cost>& scratch,
+template <typename PairFn>
+void run_merges(std::vector<MergeSymbol>& symbols, PairFn&& pair, MergeScratch& scratch,
                 size_t scan_limit = kScanMergeLimit) {
   const int32_t n = static_cast<int32_t>(symbols.size());
   if (n < 2) return;
@@ -108,7 +115,7 @@ void run_merges(std::vector<MergeSymbol>& symbols, PairFn&& pair, MergeScratch<C
     auto evaluate = [&](int32_t i) {
       has[i] = 0;
       if (i < 0 || symbols[i].next < 0) return;
-      if (auto step = pair(symbols[i], symbols[symbols[i].next])) {
+      if (std::optional<MergeStep> step = pair(symbols[i], symbols[symbols[i].next])) {
         has[i] = 1;
         cost[i] = step->cost;
         result[i] = step->result;
@@ -128,38 +135,68 @@ void run_merges(std::vector<MergeSymbol>& symbols, PairFn&& pair, MergeScratch<C
     return;
   }
 
-  using Pair = typename MergeScratch<Cost>::Pair;
+  // A 4-ary min-heap on (cost, left); a queued pair is stale once either
+  // side has merged with something else, which changes their summed length.
+  using Queued = MergeScratch::Queued;
   auto& heap = scratch.heap;
   heap.clear();
-  // std heap functions build a max-heap: "greater" puts the lowest cost, then
-  // the leftmost pair, on top.
-  auto later = [](const Pair& a, const Pair& b) {
-    return a.cost > b.cost || (a.cost == b.cost && a.left > b.left);
+  heap.reserve(static_cast<size_t>(n) + n / 2);
+  auto queued = [&](int32_t left) -> std::optional<Queued> {
+    if (left < 0) return std::nullopt;
+    const int32_t right = symbols[left].next;
+    if (right < 0) return std::nullopt;
+    std::optional<MergeStep> step = pair(symbols[left], symbols[right]);
+    if (!step) return std::nullopt;
+    return Queued{(static_cast<uint64_t>(step->cost) << 32) | static_cast<uint32_t>(left),
+                  symbols[left].length + symbols[right].length, step->result};
+  };
+  auto sift_down = [&](size_t i) {
+    const Queued item = heap[i];
+    const size_t size = heap.size();
+    while (true) {
+      const size_t first = 4 * i + 1;
+      if (first >= size) break;
+      size_t best = first;
+      const size_t last = std::min(first + 4, size);
+      for (size_t c = first + 1; c < last; ++c) {
+        if (heap[c].order < heap[best].order) best = c;
+      }
+      if (heap[best].order >= item.order) break;
+      heap[i] = heap[best];
+      i = best;
+    }
+    heap[i] = item;
   };
   auto push = [&](int32_t left) {
-    if (left < 0) return;
-    const int32_t right = symbols[left].next;
-    if (right < 0) return;
-    if (auto step = pair(symbols[left], symbols[right])) {
-      heap.push_back(Pair{step->cost, left, right, symbols[left].id, symbols[right].id, step->result});
-      std::push_heap(heap.begin(), heap.end(), later);
+    std::optional<Queued> q = queued(left);
+    if (!q) return;
+    size_t i = heap.size();
+    heap.push_back(*q);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (heap[parent].order <= q->order) break;
+      heap[i] = heap[parent];
+      i = parent;
     }
+    heap[i] = *q;
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    if (auto q = queued(i)) heap.push_back(*q);
+  }
+  for (size_t i = heap.size() / 4 + 1; i-- > 0;) {
+    if (i < heap.size()) sift_down(i);
+  }
   while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const Pair top = heap.back();
+    const Queued top = heap.front();
+    heap.front() = heap.back();
     heap.pop_back();
-    const MergeSymbol& l = symbols[top.left];
-    const MergeSymbol& r = symbols[top.right];
-    // Skip pairs made stale by an earlier merge.
-    if (l.length == 0 || r.length == 0 || l.next != top.right || l.id != top.left_id ||
-        r.id != top.right_id) {
-      continue;
-    }
-    merge_into_left(top.left, top.result);
-    push(symbols[top.left].prev);
-    push(top.left);
+    if (!heap.empty()) sift_down(0);
+    const auto left = static_cast<int32_t>(top.order & 0xFFFFFFFFu);
+    const MergeSymbol& l = symbols[left];
+    if (l.length == 0 || l.next < 0 || l.length + symbols[l.next].length != top.length) continue;
+    merge_into_left(left, top.result);
+    push(symbols[left].prev);
+    push(left);
   }
 }
 
@@ -170,6 +207,7 @@ template <typename LengthFn, typename IdFn>
 void make_chain(size_t word_length, std::vector<MergeSymbol>& symbols, LengthFn&& unit_length,
                 IdFn&& unit_id) {
   symbols.clear();
+  symbols.reserve(word_length);
   size_t offset = 0;
   int32_t index = 0;
   while (offset < word_length) {

@@ -40,7 +40,7 @@ void SpmModel::encode_word(const Vocab& vocab, std::string_view word, SpmScratch
         return vocab.text_to_id.find(word.substr(i, len));
       });
 
-  auto pair = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<MergeStep<float>> {
+  auto pair = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<MergeStep> {
     int32_t merged;
     if (l.id >= 0 && r.id >= 0) {
       const MergeTable::Entry* e = pairs_.find(l.id, r.id);
@@ -50,7 +50,7 @@ void SpmModel::encode_word(const Vocab& vocab, std::string_view word, SpmScratch
       merged = vocab.text_to_id.find(word.substr(l.start, l.length + r.length));
       if (merged < 0) return std::nullopt;
     }
-    return MergeStep<float>{-vocab.scores[merged], merged};
+    return MergeStep{float_order_key(-vocab.scores[merged]), merged};
   };
   run_merges(symbols, pair, scratch.merge);
 

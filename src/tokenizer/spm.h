@@ -15,7 +15,7 @@ namespace graft {
 
 struct SpmScratch {
   std::vector<MergeSymbol> symbols;
-  MergeScratch<float> merge;
+  MergeScratch merge;
 };
 
 class SpmModel {
