@@ -11,6 +11,8 @@ else()
   set(GGML_BUILD_TESTS OFF CACHE BOOL "" FORCE)
   set(GGML_BUILD_EXAMPLES OFF CACHE BOOL "" FORCE)
   set(GGML_NATIVE ${GRAFT_NATIVE} CACHE BOOL "" FORCE)
+  # As llama.cpp builds it: tinyBLAS matmuls for F16/Q8_0/... (same numbers and speed as llama.cpp).
+  set(GGML_LLAMAFILE ON CACHE BOOL "" FORCE)
   set(GGML_CCACHE ON CACHE BOOL "")
   set(BUILD_SHARED_LIBS OFF CACHE BOOL "")
   set(GGML_STATIC OFF CACHE BOOL "")
