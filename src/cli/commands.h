@@ -9,5 +9,9 @@ void add_make_test_model_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_adapters_command(CLI::App& app);
+void add_make_test_adapter_command(CLI::App& app);
 
 }  // namespace graft::cli

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   graft::cli::add_inspect_command(app);
   graft::cli::add_serve_command(app);
   graft::cli::add_tokenize_command(app);
+  graft::cli::add_run_command(app);
+  graft::cli::add_bench_command(app);
+  graft::cli::add_adapters_command(app);
+  graft::cli::add_make_test_adapter_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,172 @@
+// `graft bench`: prefill and decode speed of a model on this machine, in the
+// shapes llama-bench and llama-batched-bench use (pp512, tg128, and N rows of
+// decode after an N x 128-token prefill), so bench/engine.sh can put them
+// side by side.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "engine/forward.h"
+#include "engine/kv_cache.h"
+#include "model/model.h"
+
+namespace graft::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  int threads = 0;
+  int pp = 512;
+  int tg = 128;
+  int reps = 3;
+  std::string rows = "1,2,4,8,16";
+  int batched_pp = 128;
+  int batched_tg = 128;
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void fail(const Error& e) {
+  std::fprintf(stderr, "graft: %s\n", e.message.c_str());
+  throw CLI::RuntimeError(1);
+}
+
+// Deterministic token ids of the vocabulary's ordinary range.
+TokenId token_at(int i, int n_vocab) {
+  return TokenId((1000 + i * 7919) % std::max(1, n_vocab - 1000));
+}
+
+void run_or_fail(Forward& forward, const Batch& batch) {
+  auto r = forward.run(batch);
+  if (!r) fail(r.error());
+}
+
+// Prefill of n tokens in one batch (sequence 0), tokens per second.
+double bench_prefill(Forward& forward, KvCache& cache, int n, int n_vocab) {
+  cache.clear();
+  Batch batch;
+  for (int i = 0; i < n; ++i) batch.rows.push_back({token_at(i, n_vocab), i, 0, i == n - 1, {}});
+  const double t0 = now();
+  run_or_fail(forward, batch);
+  return n / (now() - t0);
+}
+
+// n single-row decode steps from an empty sequence, tokens per second.
+double bench_decode(Forward& forward, KvCache& cache, int n, int n_vocab) {
+  cache.clear();
+  Batch batch;
+  const double t0 = now();
+  for (int i = 0; i < n; ++i) {
+    batch.rows.assign(1, {token_at(i, n_vocab), i, 0, true, {}});
+    run_or_fail(forward, batch);
+  }
+  return n / (now() - t0);
+}
+
+// n_rows sequences each prefilled with pp tokens, then tg steps of n_rows
+// decode rows: aggregate decode tokens per second.
+double bench_batched(Forward& forward, KvCache& cache, int n_rows, int pp, int tg, int n_vocab) {
+  cache.clear();
+  Batch batch;
+  for (int s = 0; s < n_rows; ++s) {
+    batch.clear();
+    for (int i = 0; i < pp; ++i) batch.rows.push_back({token_at(i + s, n_vocab), i, s, i == pp - 1, {}});
+    run_or_fail(forward, batch);
+  }
+  const double t0 = now();
+  for (int step = 0; step < tg; ++step) {
+    batch.clear();
+    for (int s = 0; s < n_rows; ++s)
+      batch.rows.push_back({token_at(step + s, n_vocab), pp + step, s, true, {}});
+    run_or_fail(forward, batch);
+  }
+  return double(n_rows) * tg / (now() - t0);
+}
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+
+template <typename F>
+Stat repeat(int reps, F f) {
+  std::vector<double> xs;
+  for (int i = 0; i < reps; ++i) xs.push_back(f());
+  Stat s;
+  for (double x : xs) s.mean += x / xs.size();
+  for (double x : xs) s.sd += (x - s.mean) * (x - s.mean) / std::max<size_t>(1, xs.size() - 1);
+  s.sd = std::sqrt(s.sd);
+  return s;
+}
+
+void run_bench(const BenchOptions& o) {
+  auto loaded = Model::load(o.model);
+  if (!loaded) fail(loaded.error());
+  Model& model = **loaded;
+  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int> rows;
+  std::stringstream ss(o.rows);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) rows.push_back(std::stoi(item));
+  }
+  const int max_rows = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
+  KvCacheOptions kv;
+  kv.n_seq_max = std::max(1, max_rows);
+  kv.n_cells = std::max({o.pp, o.tg, max_rows * (o.batched_pp + o.batched_tg)});
+  auto cache = KvCache::create(model.config(), kv);
+  if (!cache) fail(cache.error());
+  Forward forward(model, **cache, threads);
+  const int n_vocab = model.config().n_vocab;
+
+  std::printf("model: %s (%s, %.2f GiB, %d layers, embd %d), threads: %d, load: %.2f s\n", o.model.c_str(),
+              model.config().arch.c_str(), double(model.weight_bytes()) / (1 << 30), model.config().n_layer,
+              model.config().n_embd, threads, model.load_seconds());
+  std::printf("%-14s %12s %10s\n", "test", "tok/s", "stddev");
+  std::fflush(stdout);
+  // Warm-up (page faults, thread start).
+  bench_decode(forward, **cache, 4, n_vocab);
+  if (o.pp > 0) {
+    Stat s = repeat(o.reps, [&] { return bench_prefill(forward, **cache, o.pp, n_vocab); });
+    std::printf("%-14s %12.2f %10.2f\n", ("pp" + std::to_string(o.pp)).c_str(), s.mean, s.sd);
+    std::fflush(stdout);
+  }
+  if (o.tg > 0) {
+    Stat s = repeat(o.reps, [&] { return bench_decode(forward, **cache, o.tg, n_vocab); });
+    std::printf("%-14s %12.2f %10.2f\n", ("tg" + std::to_string(o.tg)).c_str(), s.mean, s.sd);
+    std::fflush(stdout);
+  }
+  for (int n : rows) {
+    Stat s = repeat(std::max(1, o.reps - 1),
+                    [&] { return bench_batched(forward, **cache, n, o.batched_pp, o.batched_tg, n_vocab); });
+    std::printf("%-14s %12.2f %10.2f\n", ("batched" + std::to_string(n)).c_str(), s.mean, s.sd);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Measure prefill, decode and batched decode speed of a model");
+  cmd->add_option("model", o->model, "GGUF model file")->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("-p,--prompt-tokens", o->pp, "Prefill test size (0 skips)")->capture_default_str();
+  cmd->add_option("-n,--gen-tokens", o->tg, "Decode test size (0 skips)")->capture_default_str();
+  cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str();
+  cmd->add_option("--rows", o->rows, "Batched decode: rows per step, comma-separated ('' skips)")
+      ->capture_default_str();
+  cmd->add_option("--batched-prompt", o->batched_pp, "Batched decode: prompt tokens per sequence")
+      ->capture_default_str();
+  cmd->add_option("--batched-gen", o->batched_tg, "Batched decode: decode steps")->capture_default_str();
+  cmd->callback([o] { run_bench(*o); });
+}
+
+}  // namespace graft::cli
