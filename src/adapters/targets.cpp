@@ -1,5 +1,7 @@
 #include "adapters/targets.h"
 
+#include <algorithm>
+
 namespace graft {
 
 namespace {
@@ -60,6 +62,30 @@ std::optional<LoraTarget> parse_target(std::string_view name) {
     if (n.gguf == name || n.peft == name || n.short_name == name) return n.target;
   }
   return std::nullopt;
+}
+
+Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
+  if (text == "all") return std::vector<LoraTarget>(kAllLoraTargets.begin(), kAllLoraTargets.end());
+  if (text == "attn") {
+    return std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v,
+                                   LoraTarget::attn_output};
+  }
+  if (text == "mlp")
+    return std::vector<LoraTarget>{LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
+  std::vector<LoraTarget> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view name = text.substr(start, comma - start);
+    auto target = parse_target(name);
+    if (!target) {
+      return errorf("invalid_argument", "unknown target '{}' (q, k, v, o, gate, up, down, or all, attn, mlp)",
+                    name);
+    }
+    out.push_back(*target);
+    start = comma + 1;
+  }
+  return out;
 }
 
 bool lora_architecture_supported(std::string_view arch) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/lora.h"
+#include "util/result.h"
 
 namespace graft {
 
@@ -30,6 +31,9 @@ std::optional<LoraTarget> target_from_peft_name(std::string_view name);
 // Accepts either naming ("q_proj" or "attn_q") and the short forms q, k, v,
 // o, gate, up, down.
 std::optional<LoraTarget> parse_target(std::string_view name);
+
+// "all", "attn", "mlp", or a comma-separated list of names parse_target knows.
+Result<std::vector<LoraTarget>> parse_target_list(std::string_view text);
 
 // Whether graft maps adapters onto this GGUF architecture.
 bool lora_architecture_supported(std::string_view arch);

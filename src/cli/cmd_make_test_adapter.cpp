@@ -2,7 +2,6 @@
 // base model, in PEFT form, GGUF form, or both (the same weights).
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "adapters/gguf_lora.h"
 #include "adapters/metadata.h"
@@ -30,22 +29,6 @@ struct MakeOptions {
   throw CLI::RuntimeError(1);
 }
 
-std::vector<LoraTarget> parse_targets(const std::string& text) {
-  if (text == "all") return {kAllLoraTargets.begin(), kAllLoraTargets.end()};
-  if (text == "attn")
-    return {LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v, LoraTarget::attn_output};
-  if (text == "mlp") return {LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
-  std::vector<LoraTarget> out;
-  std::stringstream in(text);
-  std::string name;
-  while (std::getline(in, name, ',')) {
-    auto t = parse_target(name);
-    if (!t) fail("unknown target '" + name + "' (q, k, v, o, gate, up, down, or all, attn, mlp)");
-    out.push_back(*t);
-  }
-  return out;
-}
-
 void stamp_beside(const AvailableAdapter& adapter, const BaseModel& base) {
   if (!adapter.readable()) fail(adapter.problem);
   AdapterMetadata m = describe_for_base(adapter.id, *adapter.description, base);
@@ -55,7 +38,9 @@ void stamp_beside(const AvailableAdapter& adapter, const BaseModel& base) {
 
 void make(MakeOptions& o) {
   if (o.peft_dir.empty() && o.gguf_file.empty()) fail("give --peft DIR, --gguf FILE, or both");
-  o.spec.targets = parse_targets(o.targets);
+  auto targets = parse_target_list(o.targets);
+  if (!targets) fail(targets.error().message);
+  o.spec.targets = *targets;
   o.spec.layers = o.layers;
   auto base = BaseModel::open(o.spec.base_path);
   if (!base) fail(base.error().message);

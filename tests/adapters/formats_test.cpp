@@ -53,6 +53,17 @@ TEST(Targets, NamesMapBothWays) {
   EXPECT_EQ(base_tensor_name(3, LoraTarget::attn_v), "blk.3.attn_v.weight");
 }
 
+TEST(Targets, ListsParseGroupsAndNames) {
+  EXPECT_EQ(parse_target_list("all")->size(), 7u);
+  EXPECT_EQ(*parse_target_list("attn"),
+            (std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v,
+                                     LoraTarget::attn_output}));
+  EXPECT_EQ(*parse_target_list("q,down_proj,ffn_up"),
+            (std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::ffn_down, LoraTarget::ffn_up}));
+  EXPECT_NE(error_of(parse_target_list("q,,v")).find("unknown target ''"), std::string::npos);
+  EXPECT_NE(error_of(parse_target_list("lm_head")).find("unknown target 'lm_head'"), std::string::npos);
+}
+
 TEST(Peft, WriteThenReadGivesTheSameWeights) {
   const LoraAdapter adapter = make_adapter(tiny_adapter_spec(tiny_base()));
   ASSERT_EQ(adapter.pairs.size(), 2u * 7u);

@@ -1,0 +1,120 @@
+// Parity with llama.cpp: with graft's test adapters applied, graft's greedy
+// continuations on the golden test models must be token-identical to
+// llama.cpp's (recorded by scripts/make-adapter-goldens.sh into
+// tests/data/goldens/adapters/), for the GGUF form of each adapter and for
+// its PEFT form.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "adapters/mounted.h"
+#include "engine/generate.h"
+#include "fixtures.h"
+
+namespace graft {
+namespace {
+
+using nlohmann::json;
+using testing::error_of;
+
+std::vector<std::string> golden_files() {
+  std::vector<std::string> files;
+  for (const auto& entry :
+       fs::directory_iterator(std::string(GRAFT_SOURCE_DIR) + "/tests/data/goldens/adapters")) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// "a@0.5+b" -> "a-peft@0.5+b-peft"
+std::string peft_spec(const AdapterSelection& selection) {
+  AdapterSelection peft = selection;
+  for (AdapterChoice& c : peft.stack) c.id += "-peft";
+  return peft.to_string();
+}
+
+class AdapterParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
+  std::ifstream in(GetParam());
+  const json golden = json::parse(in);
+  const json& m = golden.at("model");
+  TestModelSpec spec = testing::tiny_spec(m.at("arch"), m.at("vocab"), m.at("type"));
+  spec.n_embd = m.at("embd");
+  spec.n_layer = m.at("layers");
+  spec.n_head = m.at("heads");
+  spec.n_head_kv = m.at("kv_heads");
+  spec.n_ff = m.at("ffn");
+  spec.n_ctx = m.at("ctx");
+  spec.seed = m.at("seed");
+  const std::string model_path = testing::test_model_path(spec);
+  auto e = testing::open_engine(model_path, spec.n_ctx, 1);
+  ASSERT_TRUE(e.forward);
+
+  // The adapters, rebuilt from their recorded specs, in both forms.
+  const fs::path root = testing::fresh_dir("parity-" + fs::path(GetParam()).stem().string());
+  for (const auto& [id, a] : golden.at("adapters").items()) {
+    TestAdapterSpec as;
+    as.base_path = model_path;
+    as.rank = a.at("rank");
+    as.alpha = a.at("alpha");
+    as.seed = a.at("seed");
+    as.strength = a.at("strength");
+    auto targets = parse_target_list(a.at("targets").get<std::string>());
+    ASSERT_TRUE(targets.ok());
+    as.targets = *targets;
+    ASSERT_EQ(a.at("dtype"), "f16");
+    const LoraAdapter adapter = testing::make_adapter(as);
+    fs::create_directories(root / id);
+    testing::write_gguf_or_fail(root / id / "adapter.gguf", adapter, {m.at("arch"), "", "f16"});
+    testing::write_peft_or_fail(root / (id + "-peft"), adapter, {"", SafetensorsDtype::f16});
+  }
+  AdapterStore store({root});
+  auto base = BaseModel::from_gguf(e.model->gguf());
+  ASSERT_TRUE(base.ok());
+  MountedAdapters mounted(std::move(base).value());
+  for (const AvailableAdapter& a : store.scan()) {
+    auto loaded = mounted.load(a, [&](const LoraWeights& w) { return e.model->mount_lora(w); });
+    ASSERT_TRUE(loaded.ok()) << error_of(loaded);
+  }
+
+  int n_cases = 0;
+  for (const json& c : golden.at("cases")) {
+    const std::vector<TokenId> prompt = c.at("prompt");
+    const std::vector<TokenId> want = c.at("output");
+    auto selection = parse_adapter_spec(c.at("adapter").get<std::string>());
+    ASSERT_TRUE(selection.ok());
+    // The PEFT forms hold the very same weights (formats_test checks that), so
+    // running them on the stacked cases, which use both, is enough.
+    std::vector<std::string> forms = {selection->to_string()};
+    if (selection->stack.size() > 1) forms.push_back(peft_spec(*selection));
+    for (const std::string& spec_text : forms) {
+      auto lease = mounted.select(std::string_view(spec_text));
+      ASSERT_TRUE(lease.ok()) << error_of(lease);
+      e.cache->clear();
+      const std::vector<TokenId> got =
+          testing::greedy(e, prompt, int(want.size()), 0, nullptr, lease->route());
+      size_t first_diff = 0;
+      while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff]) {
+        ++first_diff;
+      }
+      EXPECT_EQ(got, want) << "adapter " << spec_text << ", prompt \"" << c.at("text").get<std::string>()
+                           << "\": first difference at token " << first_diff;
+    }
+    ++n_cases;
+  }
+  EXPECT_GE(n_cases, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = fs::path(info.param).stem().string();
+                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace graft
