@@ -115,7 +115,7 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, BpeScratch
         [&](size_t i, size_t) { return byte_unit_[static_cast<uint8_t>(word[i])]; });
   } else {
     make_chain(
-        word.size(), symbols, [&](size_t i) { return utf8::length_from_lead(static_cast<uint8_t>(word[i])); },
+        word.size(), symbols, [&](size_t i) { return utf8::char_length(word, i); },
         [&](size_t i, size_t len) { return unit_id(vocab, word.substr(i, len)); });
   }
 

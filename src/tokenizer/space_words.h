@@ -44,8 +44,8 @@ class SpaceJoiners {
 
 // Calls fn(word) for each piece of `text`, cut before every "▁" whose
 // preceding character is a well-formed character other than "▁" that no
-// token joins to a "▁". Characters are cut by lead byte, as the merges cut
-// them, so the pieces join back to `text`.
+// token joins to a "▁". Characters are cut as the merges cut them
+// (utf8::char_length), so the pieces join back to `text`.
 template <typename Fn>
 void for_each_space_word(std::string_view text, const SpaceJoiners& joiners, Fn&& fn) {
   if (joiners.never_cut()) {
@@ -56,7 +56,7 @@ void for_each_space_word(std::string_view text, const SpaceJoiners& joiners, Fn&
   size_t prev_start = 0, prev_len = 0;
   size_t i = 0;
   while (i < text.size()) {
-    const size_t len = std::min(utf8::length_from_lead(static_cast<uint8_t>(text[i])), text.size() - i);
+    const size_t len = utf8::char_length(text, i);
     const bool is_mark = len == kSpaceMark.size() && text.compare(i, len, kSpaceMark) == 0;
     if (is_mark && i > word_start) {
       const std::string_view prev = text.substr(prev_start, prev_len);

@@ -33,7 +33,7 @@ void SpmModel::encode_word(const Vocab& vocab, std::string_view word, SpmScratch
   if (word.empty()) return;
   auto& symbols = scratch.symbols;
   make_chain(
-      word.size(), symbols, [&](size_t i) { return utf8::length_from_lead(static_cast<uint8_t>(word[i])); },
+      word.size(), symbols, [&](size_t i) { return utf8::char_length(word, i); },
       [&](size_t i, size_t len) -> int32_t {
         if (len == 1 && static_cast<uint8_t>(word[i]) < 0x80)
           return ascii_ids_[static_cast<uint8_t>(word[i])];

@@ -23,9 +23,9 @@ class SpmModel {
   explicit SpmModel(const Vocab& vocab);
 
   // Appends the tokens of `word`: text with spaces written as U+2581, cut by
-  // for_each_space_word with space_joiners() (or whole). Bytes are split
-  // into characters by their lead byte, as SentencePiece does, so invalid
-  // UTF-8 survives as byte tokens.
+  // for_each_space_word with space_joiners() (or whole). A byte that is not
+  // part of a well-formed character stays a character of its own and ends
+  // up a byte token, so invalid UTF-8 survives as the bytes it was.
   void encode_word(const Vocab& vocab, std::string_view word, SpmScratch& scratch,
                    std::vector<TokenId>& out) const;
 

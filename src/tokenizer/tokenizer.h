@@ -36,7 +36,8 @@ class Tokenizer {
   // parse_special: control and unknown token texts in `text` become single
   // tokens (chat templates need it); user-defined tokens always do. Invalid
   // UTF-8 is read as U+FFFD, one per bad byte (SentencePiece vocabularies
-  // keep the raw bytes as byte tokens). Fails only for texts of 4 GiB or more.
+  // keep the raw bytes as byte tokens); either way decode() then shows each
+  // bad byte as U+FFFD. Fails only for texts of 4 GiB or more.
   Result<std::vector<TokenId>> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The text of a whole sequence, always valid UTF-8 (bytes that do not form

@@ -26,11 +26,12 @@ bool is_valid(std::string_view s);
 // replaced by U+FFFD (one replacement per such byte).
 std::string repair(std::string_view s);
 
-// Sequence length from a lead byte alone, as SentencePiece-style splitting
-// uses it: 1 for ASCII and stray continuation bytes, else 2, 3 or 4.
-inline size_t length_from_lead(uint8_t lead) {
-  static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLen[lead >> 4];
+// The length of the character at s[i] for merging: a well-formed sequence,
+// or a single byte where the bytes are not one.
+inline size_t char_length(std::string_view s, size_t i) {
+  if (static_cast<uint8_t>(s[i]) < 0x80) return 1;
+  const size_t n = sequence_length(s, i);
+  return n ? n : 1;
 }
 
 void append_codepoint(std::string& out, uint32_t cp);
