@@ -487,8 +487,12 @@ Value Interpreter::eval_binary(const BinaryExpr& expr, Scope& scope) {
   Value right = eval(*expr.right, scope);
   switch (expr.op) {
     case Op::concat: {
-      std::string s = left.is_undefined() ? "" : to_str(left);
-      if (!right.is_undefined()) s += to_str(right);
+      // Long chains (`ns.out = ns.out ~ a ~ b`) reuse the left string's buffer.
+      std::string s = left.is_string() ? left.take_string() : left.is_undefined() ? "" : to_str(left);
+      if (right.is_string())
+        s += right.str();
+      else if (!right.is_undefined())
+        s += to_str(right);
       return Value(std::move(s));
     }
     case Op::in:
@@ -500,6 +504,12 @@ Value Interpreter::eval_binary(const BinaryExpr& expr, Scope& scope) {
   }
   if (left.is_undefined()) fail(left.undefined_what(), expr.line);
   if (right.is_undefined()) fail(right.undefined_what(), expr.line);
+  if (expr.op == Op::add && left.is_string() && right.is_string() && !left.is_markup() &&
+      !right.is_markup()) {
+    std::string s = left.take_string();
+    s += right.str();
+    return Value(std::move(s));
+  }
   return arithmetic(expr.op, left, right, expr.line);
 }
 

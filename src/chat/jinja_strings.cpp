@@ -23,16 +23,28 @@ std::string py_strip(std::string_view s, const std::string* chars, StripSide sid
   auto strippable = [&](std::string_view cp) {
     return chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_python_space(cp);
   };
-  std::vector<std::string_view> cps = code_points(s);
-  std::size_t begin = 0, end = cps.size();
-  if (side != StripSide::right)
-    while (begin < end && strippable(cps[begin])) ++begin;
-  if (side != StripSide::left)
-    while (end > begin && strippable(cps[end - 1])) --end;
-  if (begin == end) return "";
-  const char* first = cps[begin].data();
-  const char* last = cps[end - 1].data() + cps[end - 1].size();
-  return std::string(first, last);
+  auto length_at = [&](std::size_t i) {  // bytes in the code point starting at i
+    std::size_t j = i + 1;
+    while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
+    return j - i;
+  };
+  std::size_t begin = 0, end = s.size();
+  if (side != StripSide::right) {
+    while (begin < end) {
+      std::size_t n = length_at(begin);
+      if (!strippable(s.substr(begin, n))) break;
+      begin += n;
+    }
+  }
+  if (side != StripSide::left) {
+    while (end > begin) {
+      std::size_t start = end - 1;
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      if (!strippable(s.substr(start, end - start))) break;
+      end = start;
+    }
+  }
+  return std::string(s.substr(begin, end - begin));
 }
 
 namespace {

@@ -85,6 +85,11 @@ double Value::as_double() const {
   return json_->get<double>();
 }
 
+std::string Value::take_string() {
+  if (owned_ && json_.use_count() == 1) return std::move(const_cast<Json&>(*json_).get_ref<std::string&>());
+  return str();
+}
+
 Json& Value::mutable_json(int line) const {
   if (!is_json() || !owned_) fail("cannot modify a value that came from the request", line);
   return const_cast<Json&>(*json_);  // owned_ means it was allocated non-const

@@ -78,6 +78,9 @@ class Value {
   const std::string& str() const { return json_->get_ref<const std::string&>(); }
   std::int64_t as_int() const;
   double as_double() const;
+  // The string, moved out when this Value is its only owner (a temporary such
+  // as the left side of a chain of `~`), copied otherwise.
+  std::string take_string();
   // The JSON for in-place list methods; fails unless the template built it.
   Json& mutable_json(int line) const;
 
