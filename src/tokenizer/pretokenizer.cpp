@@ -183,6 +183,16 @@ const PreTokenizerSpec* find_pre_tokenizer(std::string_view pre) {
   return nullptr;
 }
 
+std::vector<std::string_view> known_pre_tokenizers() {
+  std::vector<std::string_view> names;
+  for (const auto& spec : specs()) names.insert(names.end(), spec.names.begin(), spec.names.end());
+  for (bool gemma : {true, false}) {
+    const auto& spec = newline_spec(gemma);
+    names.insert(names.end(), spec.names.begin(), spec.names.end());
+  }
+  return names;
+}
+
 std::string expand_whitespace_classes(std::string_view regex) {
   std::string out;
   out.reserve(regex.size() + 64);

@@ -33,6 +33,9 @@ struct PreTokenizerSpec {
 // nullptr when graft does not know it.
 const PreTokenizerSpec* find_pre_tokenizer(std::string_view pre);
 
+// Every tokenizer.ggml.pre value graft knows.
+std::vector<std::string_view> known_pre_tokenizers();
+
 class PreTokenizer {
  public:
   static Result<PreTokenizer> create(const PreTokenizerSpec& spec);

@@ -43,7 +43,8 @@ class Robustness : public ::testing::TestWithParam<std::string> {
 
 TEST_P(Robustness, InvalidUtf8ComesBackWithReplacementCharacters) {
   const std::vector<std::string> inputs = {"\xFF",
-                                           "abc\x80" "def",
+                                           "abc\x80"
+                                           "def",
                                            "\xE2\x82",
                                            "\xE2\x82"
                                            "x",
