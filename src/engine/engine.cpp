@@ -182,7 +182,7 @@ void Engine::take_commands(std::unique_lock<std::mutex>& lock) {
 void Engine::start(std::unique_ptr<Active> a) {
   const RequestId id = a->id;
   auto sampler = executor_->new_sampler(a->request.sampling, a->request.prompt, a->request.top_logprobs);
-  a->text = text_->open_stream();
+  a->text = text_->open_stream(a->request.special_text);
   a->stop = std::make_unique<StopMatcher>(a->request.stop);
   bool ok = sampler.ok();
   if (ok) {

@@ -73,7 +73,9 @@ class TokenText {
   virtual ~TokenText() = default;
   // End-of-generation tokens (EOS, end of turn).
   virtual bool is_end_of_generation(TokenId token) const = 0;
-  virtual std::unique_ptr<TextStream> open_stream() const = 0;
+  // special: control tokens show as their text (e.g. "[TOOL_CALLS]");
+  // otherwise they are left out.
+  virtual std::unique_ptr<TextStream> open_stream(bool special) const = 0;
 };
 
 }  // namespace graft

@@ -39,8 +39,9 @@ struct GenerationRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // generation ends before any of these
   bool ignore_eos = false;
-  int top_logprobs = -1;  // -1: no logprobs; n >= 0: the chosen token's plus n alternatives
-  AdapterRoute adapters;  // empty: the base model
+  int top_logprobs = -1;      // -1: no logprobs; n >= 0: the chosen token's plus n alternatives
+  AdapterRoute adapters;      // empty: the base model
+  bool special_text = false;  // control tokens appear in the text (tool-call markers)
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };

@@ -50,8 +50,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         id_(random_id(chat_ ? "chatcmpl-" : "cmpl-")),
         created_(unix_now()) {
     if (chat_) {
-      output_ = std::make_unique<ChatOutput>(model_.chat_template().source(), !request_.tools.is_null(),
+      output_ = std::make_unique<ChatOutput>(model_.chat_template(), !request_.tools.is_null(),
                                              prompt_opens_thinking(prompt_text_));
+      request_.generation.special_text = output_->needs_special_text();
     }
   }
 

@@ -52,7 +52,9 @@ ApiError bad_request(std::string message, std::string param = {}, std::string co
 // One request/response exchange. A handler may keep it (shared_ptr) and answer
 // later from any thread: every method may be called from any thread and is
 // carried out on the connection's own strand, in call order. Exactly one of
-// send() or start_events() … end_events() answers a request.
+// send() or start_events() … end_events() answers a request. Whoever keeps an
+// Exchange must release it before the HttpServer is destroyed (stop it first:
+// calls after stop() are dropped).
 class Exchange {
  public:
   virtual ~Exchange() = default;

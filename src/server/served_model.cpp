@@ -25,11 +25,14 @@ class TokenizerText : public TokenText {
  public:
   explicit TokenizerText(std::shared_ptr<const Tokenizer> tok) : tok_(std::move(tok)) {}
   bool is_end_of_generation(TokenId token) const override { return tok_->is_eog(token); }
-  std::unique_ptr<TextStream> open_stream() const override { return std::make_unique<Stream>(tok_); }
+  std::unique_ptr<TextStream> open_stream(bool special) const override {
+    return std::make_unique<Stream>(tok_, special);
+  }
 
  private:
   struct Stream : TextStream {
-    explicit Stream(std::shared_ptr<const Tokenizer> tok) : decoder(std::move(tok), /*skip_special=*/true) {}
+    Stream(std::shared_ptr<const Tokenizer> tok, bool special)
+        : decoder(std::move(tok), /*skip_special=*/!special) {}
     std::string push(TokenId token) override { return decoder.push(token); }
     std::string flush() override { return decoder.flush(); }
     StreamDecoder decoder;
@@ -85,6 +88,22 @@ Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text) {
 }
 
 ServedModel::~ServedModel() = default;
+
+std::unique_ptr<ServedModel> ServedModel::assemble(std::string id, std::shared_ptr<const Tokenizer> tokenizer,
+                                                   ChatTemplate chat_template,
+                                                   std::unique_ptr<Executor> executor, EngineConfig config) {
+  std::unique_ptr<ServedModel> served(new ServedModel());
+  served->id_ = std::move(id);
+  served->created_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  served->tokenizer_ = std::move(tokenizer);
+  served->template_ = std::make_unique<ChatTemplate>(std::move(chat_template));
+  served->own_template_ = true;
+  served->engine_ =
+      std::make_unique<Engine>(std::move(executor), make_token_text(served->tokenizer_), config);
+  return served;
+}
 
 Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& options, int64_t kv_budget_bytes) {
   std::unique_ptr<ServedModel> served(new ServedModel());

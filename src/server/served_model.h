@@ -33,11 +33,17 @@ Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text);
 class ServedModel {
  public:
   static Result<std::unique_ptr<ServedModel>> load(const ServeOptions& options, int64_t kv_budget_bytes = 0);
+  // A served model from parts, over any executor (tests drive the server
+  // with scripted executors this way); model() is unavailable then.
+  static std::unique_ptr<ServedModel> assemble(std::string id, std::shared_ptr<const Tokenizer> tokenizer,
+                                               ChatTemplate chat_template, std::unique_ptr<Executor> executor,
+                                               EngineConfig config);
   ~ServedModel();
 
   const std::string& id() const { return id_; }
   int64_t created() const { return created_; }  // unix seconds
   Model& model() { return *model_; }
+  bool has_model() const { return model_ != nullptr; }
   const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
   const ChatTemplate& chat_template() const { return *template_; }
   bool has_own_chat_template() const { return own_template_; }

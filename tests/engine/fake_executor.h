@@ -195,7 +195,7 @@ class FakeTokenText : public TokenText {
     return s;
   }
   bool is_end_of_generation(TokenId token) const override { return token == 0; }
-  std::unique_ptr<TextStream> open_stream() const override { return std::make_unique<Stream>(); }
+  std::unique_ptr<TextStream> open_stream(bool) const override { return std::make_unique<Stream>(); }
 
  private:
   struct Stream : TextStream {

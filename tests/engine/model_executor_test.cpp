@@ -19,7 +19,7 @@ class NoText : public TokenText {
  public:
   explicit NoText(TokenId eos) : eos_(eos) {}
   bool is_end_of_generation(TokenId t) const override { return t == eos_; }
-  std::unique_ptr<TextStream> open_stream() const override {
+  std::unique_ptr<TextStream> open_stream(bool) const override {
     struct S : TextStream {
       std::string push(TokenId) override { return {}; }
       std::string flush() override { return {}; }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "server/http_client.h"
@@ -46,14 +47,17 @@ struct TestServer {
         *stop = true;
         disconnects++;
       });
-      std::thread([ex, n, stop] {
+      // The exchange must be released before the server goes: ~TestServer joins.
+      std::lock_guard lock(mutex);
+      threads.emplace_back([ex, n, stop]() mutable {
         for (int i = 0; i < n && !*stop; ++i) {
           ex->send_event(json{{"i", i}}.dump());
           std::this_thread::sleep_for(10ms);
         }
         ex->send_event("[DONE]");
         ex->end_events();
-      }).detach();
+        ex.reset();
+      });
     });
     HttpServerOptions options;
     options.port = 0;
@@ -63,9 +67,19 @@ struct TestServer {
     EXPECT_TRUE(status.ok()) << (status.ok() ? "" : status.error().message);
     port = server->port();
   }
+  ~TestServer() {
+    std::vector<std::thread> running;
+    {
+      std::lock_guard lock(mutex);
+      running = std::move(threads);
+    }
+    for (auto& t : running) t.join();
+  }
   std::unique_ptr<HttpServer> server;
   int port = 0;
   std::atomic<int> disconnects{0};
+  std::mutex mutex;
+  std::vector<std::thread> threads;
 };
 
 TEST(HttpServer, RoutesWithPathParametersAndQuery) {
