@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tokenizer/space_words.h"
 #include "tokenizer/utf8.h"
 
@@ -19,26 +21,52 @@ Result<BpeModel> BpeModel::create(const Vocab& vocab, bool whole_newline_words) 
   m.n_vocab_ = vocab.size();
 
   // Give every string of the merge list an id: its token id, or a fresh one.
-  auto intern = [&](std::string_view text) -> int32_t {
-    if (auto id = vocab.find(text)) return *id;
+  // The lookups are cache misses on a large table, so they go in batches:
+  // hash and prefetch a batch first, then look it up.
+  auto intern = [&](std::string_view text, uint64_t h) -> int32_t {
+    const int32_t id = vocab.text_to_id.find(text, h);
+    if (id >= 0) return id;
     return m.merge_only_ids_.insert(text, m.n_vocab_ + static_cast<int32_t>(m.merge_only_ids_.size()));
   };
+  struct Parsed {
+    std::string_view left, right;
+    std::string joined;
+    uint64_t h_left, h_right, h_joined;
+  };
+  constexpr size_t kBatch = 16;
+  std::array<Parsed, kBatch> batch;
   std::vector<MergeTable::Entry> entries;
   entries.reserve(vocab.merges.size());
-  std::string joined;
-  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-    const std::string& line = vocab.merges[rank];
-    const size_t space = line.find(' ', 1);
-    if (space == std::string::npos) continue;  // not a pair; nothing can use it
-    const std::string_view left(line.data(), space);
-    const std::string_view right(line.data() + space + 1, line.size() - space - 1);
-    joined.assign(left);
-    joined.append(right);
-    if (!m.byte_level_) m.joiners_.add_from(joined);
-    const int32_t l = intern(left);
-    const int32_t r = intern(right);
-    const int32_t result = intern(joined);
-    entries.push_back({MergeTable::pack(l, r), static_cast<int32_t>(rank), result});
+  for (size_t first = 0; first < vocab.merges.size(); first += kBatch) {
+    const size_t count = std::min(kBatch, vocab.merges.size() - first);
+    for (size_t k = 0; k < count; ++k) {
+      const std::string& line = vocab.merges[first + k];
+      const size_t space = line.find(' ', 1);
+      Parsed& p = batch[k];
+      if (space == std::string::npos) {  // not a pair; nothing can use it
+        p.left = {};
+        continue;
+      }
+      p.left = std::string_view(line.data(), space);
+      p.right = std::string_view(line.data() + space + 1, line.size() - space - 1);
+      p.joined.assign(p.left);
+      p.joined.append(p.right);
+      p.h_left = StringMap::hash(p.left);
+      p.h_right = StringMap::hash(p.right);
+      p.h_joined = StringMap::hash(p.joined);
+      vocab.text_to_id.prefetch(p.h_left);
+      vocab.text_to_id.prefetch(p.h_right);
+      vocab.text_to_id.prefetch(p.h_joined);
+    }
+    for (size_t k = 0; k < count; ++k) {
+      const Parsed& p = batch[k];
+      if (p.left.empty()) continue;
+      if (!m.byte_level_) m.joiners_.add_from(p.joined);
+      const int32_t l = intern(p.left, p.h_left);
+      const int32_t r = intern(p.right, p.h_right);
+      const int32_t result = intern(p.joined, p.h_joined);
+      entries.push_back({MergeTable::pack(l, r), static_cast<int32_t>(first + k), result});
+    }
   }
   if (m.n_vocab_ + m.merge_only_ids_.size() > static_cast<size_t>(INT32_MAX)) {
     return errorf("invalid_file", "too many distinct strings in tokenizer.ggml.merges");

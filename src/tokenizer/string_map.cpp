@@ -8,57 +8,58 @@ void StringMap::reserve(size_t n) {
   size_t capacity = 16;
   while (capacity < n * 2) capacity <<= 1;
   if (capacity <= slots_.size()) return;
-  slots_.assign(capacity, Slot{0, -1});
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(capacity, Slot{0, 0, 0, kEmpty});
   mask_ = capacity - 1;
-  for (size_t e = 0; e < entries_.size(); ++e) {
-    const std::string_view key(arena_.data() + entries_[e].offset, entries_[e].length);
-    const uint64_t h = hash(key);
+  for (const Slot& s : old) {
+    if (s.length == kEmpty) continue;
+    const uint64_t h = hash(std::string_view(arena_.data() + s.offset, s.length));
     size_t i = h & mask_;
-    while (slots_[i].entry >= 0) i = (i + 1) & mask_;
-    slots_[i] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(e)};
+    while (slots_[i].length != kEmpty) i = (i + 1) & mask_;
+    slots_[i] = s;
   }
-  entries_.reserve(n);
 }
 
 void StringMap::grow() {
-  reserve(std::max<size_t>(16, entries_.size() * 2));
+  reserve(std::max<size_t>(16, count_ * 2));
 }
 
 StringMap::Slot* StringMap::locate(std::string_view key, uint64_t h) {
   const auto tag = static_cast<uint32_t>(h >> 32);
   for (size_t i = h & mask_;; i = (i + 1) & mask_) {
     Slot& s = slots_[i];
-    if (s.entry < 0) return &s;
-    if (s.tag == tag) {
-      const Entry& e = entries_[s.entry];
-      if (e.length == key.size() && std::memcmp(arena_.data() + e.offset, key.data(), key.size()) == 0)
-        return &s;
+    if (s.length == kEmpty) return &s;
+    if (s.tag == tag && s.length == key.size() &&
+        std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0) {
+      return &s;
     }
   }
 }
 
 int32_t StringMap::insert(std::string_view key, int32_t value) {
-  if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+  if ((count_ + 1) * 2 > slots_.size()) grow();
   const uint64_t h = hash(key);
   Slot* s = locate(key, h);
-  if (s->entry >= 0) return entries_[s->entry].value;
-  *s = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(entries_.size())};
-  entries_.push_back(Entry{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), value});
+  if (s->length != kEmpty) return s->value;
+  *s = Slot{static_cast<uint32_t>(h >> 32), value, static_cast<uint32_t>(arena_.size()),
+            static_cast<uint32_t>(key.size())};
   arena_.append(key);
+  ++count_;
   return value;
 }
 
 void StringMap::set(std::string_view key, int32_t value) {
-  if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+  if ((count_ + 1) * 2 > slots_.size()) grow();
   const uint64_t h = hash(key);
   Slot* s = locate(key, h);
-  if (s->entry >= 0) {
-    entries_[s->entry].value = value;
+  if (s->length != kEmpty) {
+    s->value = value;
     return;
   }
-  *s = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(entries_.size())};
-  entries_.push_back(Entry{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), value});
+  *s = Slot{static_cast<uint32_t>(h >> 32), value, static_cast<uint32_t>(arena_.size()),
+            static_cast<uint32_t>(key.size())};
   arena_.append(key);
+  ++count_;
 }
 
 }  // namespace graft

@@ -1,6 +1,7 @@
 // StringMap: string -> int32 with open addressing over one key arena; the
 // vocabulary's text lookups run on every encoded word, so they avoid the node
-// hops of std::unordered_map. Internal to the tokenizer layer.
+// hops of std::unordered_map: one probe touches one 16-byte slot, a hit one
+// more read of the arena. Internal to the tokenizer layer.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +19,24 @@ class StringMap {
   // Adds `key` with `value` unless present; returns the value it now has.
   int32_t insert(std::string_view key, int32_t value);
   // The value for `key`, or -1.
-  int32_t find(std::string_view key) const {
+  int32_t find(std::string_view key) const { return find(key, hash(key)); }
+  int32_t find(std::string_view key, uint64_t h) const {
     if (slots_.empty()) return -1;
-    const uint64_t h = hash(key);
     const auto tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
-      if (s.entry < 0) return -1;
-      if (s.tag == tag) {
-        const Entry& e = entries_[s.entry];
-        if (e.length == key.size() && std::memcmp(arena_.data() + e.offset, key.data(), key.size()) == 0)
-          return e.value;
+      if (s.length == kEmpty) return -1;
+      if (s.tag == tag && s.length == key.size() &&
+          std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0) {
+        return s.value;
       }
     }
   }
-  size_t size() const { return entries_.size(); }
+  // Starts loading the slot `h` lands on (for batched lookups).
+  void prefetch(uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
+  }
+  size_t size() const { return count_; }
   void reserve(size_t n);
 
   static uint64_t hash(std::string_view s) {
@@ -55,21 +59,19 @@ class StringMap {
   }
 
  private:
+  static constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // as a length
   struct Slot {
     uint32_t tag;
-    int32_t entry;  // -1: empty
-  };
-  struct Entry {
-    uint32_t offset;
-    uint32_t length;
     int32_t value;
+    uint32_t offset;  // key bytes in arena_
+    uint32_t length;  // kEmpty: free slot
   };
-  Slot* locate(std::string_view key, uint64_t h);  // the key's slot, or the empty slot where it belongs
+  Slot* locate(std::string_view key, uint64_t h);  // the key's slot, or the free slot where it belongs
   void grow();
 
   std::vector<Slot> slots_;
   size_t mask_ = 0;
-  std::vector<Entry> entries_;
+  size_t count_ = 0;
   std::string arena_;
 };
 
