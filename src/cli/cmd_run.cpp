@@ -7,6 +7,7 @@
 #include <memory>
 #include <thread>
 
+#include "adapters/load.h"
 #include "cli/commands.h"
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
@@ -26,6 +27,8 @@ struct RunOptions {
   int ctx = 4096;
   int batch = 512;
   SamplingParams sampling;
+  std::string adapter;                    // a selection spec: "a", "a@0.5+b"
+  std::vector<std::string> adapter_dirs;  // searched after the user's adapter store
 };
 
 double now() {
@@ -61,6 +64,20 @@ void run(const RunOptions& o) {
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   Forward forward(model, **cache, threads);
   Sampler sampler(o.sampling, model.config().n_vocab);
+  AdapterRoute route;  // the base model unless --adapter names some
+  std::unique_ptr<MountedAdapters> adapters;
+  AdapterLease lease;
+  if (!o.adapter.empty()) {
+    auto base = BaseModel::from_gguf(model.gguf());
+    if (!base) fail(base.error().message);
+    adapters = std::make_unique<MountedAdapters>(std::move(base).value());
+    const AdapterStore store = AdapterStore::with_user_store({o.adapter_dirs.begin(), o.adapter_dirs.end()});
+    auto selected = load_and_select(o.adapter, store, *adapters,
+                                    [&](const LoraWeights& w) { return model.mount_lora(w); });
+    if (!selected) fail(selected.error().message);
+    lease = std::move(selected).value();
+    route = lease.route();
+  }
   StreamDecoder decoder(*tokenizer);
 
   // Prefill in chunks of at most `batch` rows.
@@ -70,7 +87,8 @@ void run(const RunOptions& o) {
   for (size_t start = 0; start < ids.size(); start += size_t(o.batch)) {
     Batch batch;
     const size_t end = std::min(ids.size(), start + size_t(o.batch));
-    for (size_t i = start; i < end; ++i) batch.rows.push_back({ids[i], int(i), 0, i + 1 == ids.size(), {}});
+    for (size_t i = start; i < end; ++i)
+      batch.rows.push_back({ids[i], int(i), 0, i + 1 == ids.size(), route});
     auto r = forward.run(batch);
     if (!r) fail(r.error().message);
     logits = *r;
@@ -91,7 +109,7 @@ void run(const RunOptions& o) {
     std::fflush(stdout);
     if (generated == o.n_predict) break;
     Batch batch;
-    batch.rows.push_back({next, pos++, 0, true, {}});
+    batch.rows.push_back({next, pos++, 0, true, route});
     auto r = forward.run(batch);
     if (!r) fail(r.error().message);
     logits = *r;
@@ -101,10 +119,12 @@ void run(const RunOptions& o) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   const double gen_seconds = now() - t_gen;
-  std::fprintf(stderr,
-               "graft: prompt %zu tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | load %.2f s\n",
-               ids.size(), ids.size() / std::max(prompt_seconds, 1e-9), generated,
-               generated / std::max(gen_seconds, 1e-9), model.load_seconds());
+  std::fprintf(
+      stderr,
+      "graft: prompt %zu tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | load %.2f s | kv %.1f MiB\n",
+      ids.size(), ids.size() / std::max(prompt_seconds, 1e-9), generated,
+      generated / std::max(gen_seconds, 1e-9), model.load_seconds(),
+      double((*cache)->bytes_total()) / (1 << 20));
 }
 
 }  // namespace
@@ -130,6 +150,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("-c,--ctx", o->ctx, "Context size in tokens")->capture_default_str();
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  cmd->add_option("--adapter", o->adapter, "LoRA adapters by id: \"a\", \"a+b\" (stacked), \"a@0.5+b\"");
+  cmd->add_option("--adapter-dir", o->adapter_dirs, "Another folder of adapters (repeatable)");
   cmd->callback([o] { run(*o); });
 }
 

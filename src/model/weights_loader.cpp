@@ -176,10 +176,8 @@ Result<LoadedWeights> WeightsLoader::finish() {
       ggml_backend_tensor_set(e.tensor, base + e.offset, 0, e.size);
       out.weight_bytes += e.size;
       out.repacked_bytes += e.size;
-    }
-    // Release the mapped pages of what was copied, unless a tensor still reads them in place.
-    for (const Entry& e : entries_) {
-      if (!e.repack) continue;
+      // Release the mapped pages just copied (so resident memory never holds
+      // both), unless a tensor still reads them in place (a tied embedding).
       bool shared = false;
       for (const Entry& other : entries_) shared = shared || (!other.repack && other.offset == e.offset);
       if (!shared) file_.release(e.offset, e.size);

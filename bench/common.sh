@@ -1,0 +1,18 @@
+# Shared by the bench scripts: the graft binary, llama.cpp's tools and the
+# 1B-shaped Q4_0 benchmark model (random weights, llama-bpe vocab).
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+if [ -z "${GRAFT:-}" ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)" --target graft >/dev/null
+  GRAFT=$ROOT/build/bin/graft
+fi
+LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
+THREADS=${THREADS:-$(nproc)}
+MODEL=${MODEL:-$ROOT/.cache/bench/llama-1b-q4_0.gguf}
+if [ ! -f "$MODEL" ]; then
+  mkdir -p "$(dirname "$MODEL")"
+  echo "making the 1B-shaped Q4_0 model $MODEL ..." >&2
+  "$GRAFT" make-test-model "$MODEL" --arch llama --embd 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 8192 \
+    --ctx 8192 --type q4_0 --name "graft-bench-1b" >/dev/null
+fi
