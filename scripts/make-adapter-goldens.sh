@@ -9,6 +9,13 @@
 # each case picks its selection with the per-request "lora" field: none, a, b,
 # and a@0.5 + b (two stacked, as --lora-scaled would).
 #
+# The stacked case is recorded as graft's spec "b+a@0.5": llama.cpp adds the
+# deltas of its adapters to each projection's output one at a time, the last
+# loaded first (its adapter set is an unordered_map, which libstdc++ iterates
+# in reverse insertion order), and graft adds them in the spec's order. The
+# order only changes the last bits of a sum, but through q8_0 activation
+# quantization that can change a token.
+#
 # Usage: scripts/make-adapter-goldens.sh   (GRAFT=path/to/graft to pick the binary)
 # Needs: llama.cpp's tools (scripts/build-llama-cpp.sh builds them), python3, curl.
 set -euo pipefail
@@ -76,7 +83,7 @@ texts = [
     "Once upon a time, in a land far away, there lived a",
 ]
 # graft's spec -> llama-server's per-request scales of adapters 0 (a) and 1 (b).
-selections = {"none": [0.0, 0.0], "a": [1.0, 0.0], "b": [0.0, 1.0], "a@0.5+b": [0.5, 1.0]}
+selections = {"none": [0.0, 0.0], "a": [1.0, 0.0], "b": [0.0, 1.0], "b+a@0.5": [0.5, 1.0]}
 cases = []
 for spec, scales in selections.items():
     lora = [{"id": i, "scale": s} for i, s in enumerate(scales)]

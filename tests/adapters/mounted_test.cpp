@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "adapters/load.h"
 #include "adapters/mounted.h"
 #include "fixtures.h"
 
@@ -228,6 +229,50 @@ TEST(MountedAdapters, ConcurrentSelectsKeepCountsExact) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(f.mounted->find("a")->users, 0);
   EXPECT_EQ(f.mounted->find("b")->users, 0);
+}
+
+TEST(LoadAndSelect, LoadsWhatTheSpecNamesFromTheStore) {
+  Fixture f;
+  auto lease = load_and_select("a@0.5+c", *f.store, *f.mounted, f.engine.mount());
+  ASSERT_TRUE(lease.ok()) << error_of(lease);
+  EXPECT_EQ(lease->route().n, 2);
+  EXPECT_EQ(f.mounted->list().size(), 2u);
+  // Already loaded adapters are reused, not loaded twice.
+  auto again = load_and_select("c", *f.store, *f.mounted, f.engine.mount());
+  ASSERT_TRUE(again.ok()) << error_of(again);
+  EXPECT_EQ(f.engine.slots.size(), 2u);
+
+  auto unknown = load_and_select("a+nope", *f.store, *f.mounted, f.engine.mount());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, "not_found");
+  EXPECT_NE(unknown.error().message.find("'nope'"), std::string::npos);
+  auto corrupt = load_and_select("corrupt", *f.store, *f.mounted, f.engine.mount());
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.error().code, "invalid_adapter");
+  EXPECT_EQ(f.mounted->list().size(), 2u);
+}
+
+TEST(ForceAdapter, ByIdSpecOrPathBecomesTheDefault) {
+  Fixture f;
+  auto by_path = force_adapter((f.root / "c" / "c.gguf").string(), *f.store, *f.mounted, f.engine.mount());
+  ASSERT_TRUE(by_path.ok()) << error_of(by_path);
+  EXPECT_EQ(by_path->to_string(), "c");  // the file's stem
+  EXPECT_EQ(f.mounted->default_selection().to_string(), "c");
+
+  auto by_spec = force_adapter("a@0.5+b", *f.store, *f.mounted, f.engine.mount());
+  ASSERT_TRUE(by_spec.ok()) << error_of(by_spec);
+  EXPECT_EQ(f.mounted->default_selection().to_string(), "a@0.5+b");
+  auto lease = f.mounted->select(std::nullopt);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->route().n, 2);
+
+  EXPECT_EQ(force_adapter("missing/folder", *f.store, *f.mounted, f.engine.mount()).error().code,
+            "not_found");
+  EXPECT_EQ(force_adapter("nope", *f.store, *f.mounted, f.engine.mount()).error().code, "not_found");
+  EXPECT_EQ(f.mounted->default_selection().to_string(), "a@0.5+b");  // failures change nothing
+  EXPECT_TRUE(looks_like_path("./x"));
+  EXPECT_TRUE(looks_like_path("x.gguf"));
+  EXPECT_FALSE(looks_like_path("x.v2"));
 }
 
 }  // namespace
