@@ -99,7 +99,13 @@ void Interpreter::write(std::string& out, std::string_view text, int line) {
 
 Interpreter::Flow Interpreter::exec(const Body& body, const std::shared_ptr<Scope>& scope, std::string& out) {
   for (const StmtPtr& stmt : body) {
-    Flow flow = exec_stmt(*stmt, scope, out);
+    Flow flow;
+    try {
+      flow = exec_stmt(*stmt, scope, out);
+    } catch (TemplateError& e) {
+      if (e.line == 0) e.line = stmt->line;  // helpers that do not know the line
+      throw;
+    }
     if (flow != Flow::normal) return flow;
   }
   return Flow::normal;

@@ -61,6 +61,7 @@ void dump_string(std::string& out, std::string_view s, bool ensure_ascii) {
 }
 
 void dump_value(std::string& out, const Json& j, const DumpOptions& o, int depth) {
+  if (depth > kMaxJsonDepth) fail("value nests too deeply");
   auto newline = [&](int level) {
     out += '\n';
     if (!o.indent_text.empty()) {

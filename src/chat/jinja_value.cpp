@@ -95,7 +95,8 @@ Json& Value::mutable_json(int line) const {
   return const_cast<Json&>(*json_);  // owned_ means it was allocated non-const
 }
 
-Json Value::to_json(int line) const {
+Json Value::to_json(int line, int depth) const {
+  if (depth > kMaxJsonDepth) fail("value nests too deeply", line);
   switch (kind_) {
     case Kind::json:
       return *json_;
@@ -103,7 +104,7 @@ Json Value::to_json(int line) const {
       return nullptr;
     case Kind::ns: {
       Json out = Json::object();
-      for (const auto& [k, v] : ns().attrs) out[k] = v.to_json(line);
+      for (const auto& [k, v] : ns().attrs) out[k] = v.to_json(line, depth + 1);
       return out;
     }
     default:
@@ -231,7 +232,8 @@ std::string python_str_repr(std::string_view s) {
 
 namespace {
 
-std::string json_repr(const Json& j) {
+std::string json_repr(const Json& j, int depth = 0) {
+  if (depth > kMaxJsonDepth) fail("value nests too deeply");
   switch (j.type()) {
     case Json::value_t::null:
       return "None";
@@ -251,7 +253,7 @@ std::string json_repr(const Json& j) {
       for (const Json& e : j) {
         if (!first) out += ", ";
         first = false;
-        out += json_repr(e);
+        out += json_repr(e, depth + 1);
       }
       return out + "]";
     }
@@ -261,7 +263,7 @@ std::string json_repr(const Json& j) {
       for (const auto& [k, v] : j.items()) {
         if (!first) out += ", ";
         first = false;
-        out += json_repr(key_value(k)) + ": " + json_repr(v);
+        out += json_repr(key_value(k)) + ": " + json_repr(v, depth + 1);
       }
       return out + "}";
     }
@@ -327,7 +329,10 @@ std::string type_name(const Value& v) {
   }
 }
 
-bool json_equals(const Json& a, const Json& b) {
+namespace {
+
+bool equal_at(const Json& a, const Json& b, int depth) {
+  if (depth > kMaxJsonDepth) fail("value nests too deeply");
   bool a_num = a.is_number() || a.is_boolean();
   bool b_num = b.is_number() || b.is_boolean();
   if (a_num && b_num) {
@@ -345,18 +350,24 @@ bool json_equals(const Json& a, const Json& b) {
   if (a.is_array()) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i)
-      if (!json_equals(a[i], b[i])) return false;
+      if (!equal_at(a[i], b[i], depth + 1)) return false;
     return true;
   }
   if (a.is_object()) {
     if (a.size() != b.size()) return false;
     for (const auto& [k, v] : a.items()) {
       auto it = b.find(k);
-      if (it == b.end() || !json_equals(v, *it)) return false;
+      if (it == b.end() || !equal_at(v, *it, depth + 1)) return false;
     }
     return true;
   }
   return a == b;
+}
+
+}  // namespace
+
+bool json_equals(const Json& a, const Json& b) {
+  return equal_at(a, b, 0);
 }
 
 bool equals(const Value& a, const Value& b) {
@@ -368,7 +379,8 @@ bool equals(const Value& a, const Value& b) {
   return &a.loop() == &b.loop();
 }
 
-int compare_json(const Json& a, const Json& b, int line) {
+int compare_json(const Json& a, const Json& b, int line, int depth) {
+  if (depth > kMaxJsonDepth) fail("value nests too deeply", line);
   bool a_num = a.is_number() || a.is_boolean();
   bool b_num = b.is_number() || b.is_boolean();
   if (a_num && b_num) {
@@ -389,7 +401,7 @@ int compare_json(const Json& a, const Json& b, int line) {
   if (a.is_array() && b.is_array()) {
     for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (json_equals(a[i], b[i])) continue;
-      return compare_json(a[i], b[i], line);
+      return compare_json(a[i], b[i], line, depth + 1);
     }
     return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
   }

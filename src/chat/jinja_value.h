@@ -32,6 +32,9 @@ struct TemplateError {
 
 [[noreturn]] void fail(std::string message, int line = 0);
 
+// Deeper JSON is refused rather than recursed into.
+constexpr int kMaxJsonDepth = 512;
+
 class Value {
  public:
   enum class Kind : std::uint8_t { undefined, json, ns, callable, loop };
@@ -91,7 +94,7 @@ class Value {
 
   // The value as JSON data (namespaces and callables cannot be; undefined
   // becomes null inside lists and dicts as jinja2 would print it).
-  Json to_json(int line) const;
+  Json to_json(int line, int depth = 0) const;
 
  private:
   Kind kind_ = Kind::undefined;
@@ -115,7 +118,7 @@ bool equals(const Value& a, const Value& b);
 bool json_equals(const Json& a, const Json& b);
 // -1, 0, 1 like Python's ordering; fails on incomparable types.
 int compare(const Value& a, const Value& b, int line);
-int compare_json(const Json& a, const Json& b, int line);
+int compare_json(const Json& a, const Json& b, int line, int depth = 0);
 std::int64_t length(const Value& v, int line);  // len(); strings count code points
 
 std::string python_float_repr(double d);

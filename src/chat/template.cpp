@@ -28,6 +28,30 @@ bool contains(const std::string& s, std::string_view what) {
   return s.find(what) != std::string::npos;
 }
 
+// How deeply `j` nests, measured without recursion (copying or printing
+// deeper JSON would recurse that deep).
+int nesting_depth(const ChatJson& j) {
+  std::vector<std::pair<const ChatJson*, int>> stack = {{&j, 1}};
+  int deepest = 0;
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, depth);
+    if (deepest > jinja::kMaxJsonDepth) break;
+    if (value->is_structured()) {
+      for (const ChatJson& child : *value) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return deepest;
+}
+
+Status check_depth(const ChatJson& j, std::string_view what) {
+  if (nesting_depth(j) > jinja::kMaxJsonDepth - 16) {
+    return errorf("invalid_argument", "{} nest more than {} levels deep", what, jinja::kMaxJsonDepth - 16);
+  }
+  return {};
+}
+
 Json user(std::string text) {
   return Json{{"role", "user"}, {"content", std::move(text)}};
 }
@@ -125,6 +149,9 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
 
 Result<std::string> ChatTemplate::render_raw(const ChatJson& messages, const ChatJson& tools,
                                              const ChatRenderOptions& opts) const {
+  GRAFT_TRY_STATUS(check_depth(messages, "messages"));
+  GRAFT_TRY_STATUS(check_depth(tools, "tools"));
+  GRAFT_TRY_STATUS(check_depth(opts.extra_kwargs, "chat template arguments"));
   try {
     jinja::Interpreter interpreter(*program_, jinja::RenderLimits{},
                                    opts.now.value_or(std::chrono::system_clock::now()));
@@ -217,6 +244,9 @@ Result<ChatJson> ChatTemplate::normalize(const ChatJson& messages) const {
 Result<std::string> ChatTemplate::render(const ChatJson& messages, const ChatJson& tools,
                                          const ChatRenderOptions& opts) const {
   if (!tools.is_null() && !tools.is_array()) return make_error("invalid_argument", "tools must be an array");
+  GRAFT_TRY_STATUS(check_depth(messages, "messages"));
+  GRAFT_TRY_STATUS(check_depth(tools, "tools"));
+  GRAFT_TRY_STATUS(check_depth(opts.extra_kwargs, "chat template arguments"));
   GRAFT_TRY(ChatJson normalized, normalize(messages));
   return render_raw(normalized, tools, opts);
 }

@@ -69,6 +69,29 @@ std::optional<std::size_t> json_value_end(std::string_view s) {
   return std::nullopt;
 }
 
+// JSON from model text; discarded when invalid or nested deeper than
+// anything a tool call needs (deep nesting would only cost stack later).
+ChatJson parse_json(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '{' || c == '[') && ++depth > 128) {
+      return ChatJson(ChatJson::value_t::discarded);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return ChatJson::parse(text, nullptr, false);
+}
+
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > 256) return false;
   for (char c : name)
@@ -101,7 +124,7 @@ std::optional<ChatJson> call_from_json(const ChatJson& j, ToolCallFormat format)
     if (args->is_object()) {
       arguments = args->dump();
     } else if (args->is_string()) {
-      ChatJson parsed = ChatJson::parse(args->get<std::string>(), nullptr, false);
+      ChatJson parsed = parse_json(args->get<std::string>());
       if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
       arguments = args->get<std::string>();
     } else {
@@ -124,7 +147,7 @@ std::optional<ChatJson> call_from_json(const ChatJson& j, ToolCallFormat format)
 ChatJson xml_parameter_value(std::string_view text) {
   std::string_view t = trim(text);
   if (!t.empty() && t[0] != '"') {
-    ChatJson parsed = ChatJson::parse(t, nullptr, false);
+    ChatJson parsed = parse_json(t);
     if (!parsed.is_discarded()) return parsed;
   }
   return std::string(text);
@@ -171,7 +194,7 @@ std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFor
   std::string_view t = trim(body);
   if (starts_with(t, "<function=")) return call_from_xml(t);
   if (t.empty() || t[0] != '{' || json_value_end(t) != t.size()) return std::nullopt;
-  ChatJson j = ChatJson::parse(t, nullptr, false);
+  ChatJson j = parse_json(t);
   if (j.is_discarded()) return std::nullopt;
   return call_from_json(j, format);
 }
@@ -360,7 +383,7 @@ bool StreamingOutputParser::step_mistral_call(bool at_end) {
     std::optional<std::size_t> end = json_value_end(s.substr(i));
     if (!end) return at_end ? give_up(s.size()) : false;
     consumed = i + *end;
-    ChatJson j = ChatJson::parse(s.substr(i, *end), nullptr, false);
+    ChatJson j = parse_json(s.substr(i, *end));
     if (j.is_object()) j = ChatJson::array({j});
     if (j.is_discarded() || !j.is_array() || j.empty()) return give_up(consumed);
     for (const ChatJson& element : j) {
@@ -384,7 +407,7 @@ bool StreamingOutputParser::step_mistral_call(bool at_end) {
       id = std::string(trim(head.substr(c + kMistralCallId.size())));
       head = head.substr(0, c);
     }
-    ChatJson object = ChatJson::parse(s.substr(j, *end), nullptr, false);
+    ChatJson object = parse_json(s.substr(j, *end));
     std::string name(trim(head));
     if (object.is_discarded() || !object.is_object() || !valid_name(name)) return give_up(consumed);
     calls.push_back(make_call(name, object.dump(), is_alnum_id(id, 9) ? id : make_tool_call_id(format_)));
@@ -414,7 +437,7 @@ bool StreamingOutputParser::step_json_call(bool at_end) {
   if (s[i] != '{') return as_content();
   std::optional<std::size_t> end = json_value_end(s.substr(i));
   if (!end) return at_end ? as_content() : false;
-  ChatJson j = ChatJson::parse(s.substr(i, *end), nullptr, false);
+  ChatJson j = parse_json(s.substr(i, *end));
   std::optional<ChatJson> call = j.is_discarded() ? std::nullopt : call_from_json(j, format_);
   if (!call) return as_content();
   emit_call(std::move(*call));

@@ -292,6 +292,13 @@ TEST(JinjaLimits, RunawayTemplatesStopWithAnError) {
   // The default limits bound a loop of a billion iterations before it allocates.
   EXPECT_EQ(render("{% for i in range(1000000000) %}{% endfor %}"),
             "error: line 1: template ran too long (more than 5000000 loop iterations and calls)");
+  // Data nested deeper than any prompt needs is refused, not recursed into.
+  EXPECT_EQ(
+      render("{% set ns = namespace(x=[]) %}{% for i in range(600) %}{% set ns.x = [ns.x] %}{% endfor %}"
+             "{{ ns.x|tojson }}"),
+      "error: line 1: value nests too deeply");
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ [ns]|tojson }}"),
+            "error: line 1: value nests too deeply");
   std::string deep = std::string(5000, '(') + "1" + std::string(5000, ')');
   EXPECT_EQ(render("{{ " + deep + " }}"), "error: line 1: template nests too deeply");
 }

@@ -91,6 +91,20 @@ TEST(ChatTemplate, BadRequestsAreInvalidArgumentsThatNameTheField) {
             "error invalid_argument: chat template arguments cannot set 'messages'");
 }
 
+TEST(ChatTemplate, DeeplyNestedRequestsAreRefused) {
+  ChatTemplate t = load("Qwen-Qwen3-0.6B");
+  std::string deep = std::string(600, '[') + std::string(600, ']');
+  std::string messages =
+      R"([{"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function",
+      "function": {"name": "f", "arguments": {"x": )" +
+      deep + "}}}]}]";
+  EXPECT_EQ(render(t, messages), "error invalid_argument: messages nest more than 496 levels deep");
+  ChatRenderOptions opts;
+  opts.extra_kwargs = {{"deep", ChatJson::parse(deep)}};
+  EXPECT_EQ(render(t, R"([{"role": "user", "content": "hi"}])", opts),
+            "error invalid_argument: chat template arguments nest more than 496 levels deep");
+}
+
 TEST(ChatTemplate, AdaptsOpenAIRequestsToWhatTemplatesExpect) {
   ChatTemplate qwen3 = load("Qwen-Qwen3-0.6B");
   // Null content next to tool calls becomes "" (the template would add None to a string).

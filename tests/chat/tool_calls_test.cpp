@@ -154,6 +154,10 @@ TEST(ParseModelOutput, MalformedCallsStayInContentAsWritten) {
   for (const char* text : mistral_broken) {
     expect_parse(text, ToolCallFormat::mistral, false, {text, "", ChatJson::array()});
   }
+  // Arguments nested deeper than any tool takes are not a call.
+  std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": " + std::string(200, '[') +
+                     std::string(200, ']') + "}}</tool_call>";
+  expect_parse(deep, ToolCallFormat::hermes, false, {deep, "", ChatJson::array()});
   // One good call, one bad: the good one is a call, the bad one content.
   expect_parse("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>oops</tool_call>",
                ToolCallFormat::hermes, false, {"<tool_call>oops</tool_call>", "", {call("f", "{}")}});
