@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@ struct BenchOptions {
   std::string rows = "1,2,4,8,16";
   int batched_pp = 128;
   int batched_tg = 128;
+  int lora_rank = 0;  // > 0: also batched decode with a different adapter per row
 };
 
 double now() {
@@ -74,12 +76,15 @@ double bench_decode(Forward& forward, KvCache& cache, int n, int n_vocab) {
 
 // n_rows sequences each prefilled with pp tokens, then tg steps of n_rows
 // decode rows: aggregate decode tokens per second.
-double bench_batched(Forward& forward, KvCache& cache, int n_rows, int pp, int tg, int n_vocab) {
+double bench_batched(Forward& forward, KvCache& cache, int n_rows, int pp, int tg, int n_vocab,
+                     const std::vector<AdapterRoute>& routes = {}) {
+  auto route = [&](int s) { return routes.empty() ? AdapterRoute{} : routes[size_t(s) % routes.size()]; };
   cache.clear();
   Batch batch;
   for (int s = 0; s < n_rows; ++s) {
     batch.clear();
-    for (int i = 0; i < pp; ++i) batch.rows.push_back({token_at(i + s, n_vocab), i, s, i == pp - 1, {}});
+    for (int i = 0; i < pp; ++i)
+      batch.rows.push_back({token_at(i + s, n_vocab), i, s, i == pp - 1, route(s)});
     run_or_fail(forward, batch);
   }
   const double t0 = now();
@@ -107,6 +112,8 @@ Stat repeat(int reps, F f) {
   return s;
 }
 
+void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptions& o, int n_vocab);
+
 void run_bench(const BenchOptions& o) {
   auto loaded = Model::load(o.model);
   if (!loaded) fail(loaded.error());
@@ -119,8 +126,9 @@ void run_bench(const BenchOptions& o) {
   }
   const int max_rows = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
   KvCacheOptions kv;
-  kv.n_seq_max = std::max(1, max_rows);
-  kv.n_cells = std::max({o.pp, o.tg, max_rows * (o.batched_pp + o.batched_tg)});
+  const int seqs = std::max(max_rows, o.lora_rank > 0 ? 8 : 1);
+  kv.n_seq_max = seqs;
+  kv.n_cells = std::max({o.pp, o.tg, seqs * (o.batched_pp + o.batched_tg)});
   auto cache = KvCache::create(model.config(), kv);
   if (!cache) fail(cache.error());
   Forward forward(model, **cache, threads);
@@ -149,6 +157,67 @@ void run_bench(const BenchOptions& o) {
     std::printf("%-14s %12.2f %10.2f\n", ("batched" + std::to_string(n)).c_str(), s.mean, s.sd);
     std::fflush(stdout);
   }
+  if (o.lora_rank > 0) bench_lora(model, forward, **cache, o, n_vocab);
+}
+
+// A random adapter of the given rank on every projection of every layer.
+LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  LoraWeights w;
+  w.scale = 1.0f;
+  const struct {
+    LoraTarget target;
+    int n_in, n_out;
+  } shapes[] = {
+      {LoraTarget::attn_q, c.n_embd, c.n_embd_q()},  {LoraTarget::attn_k, c.n_embd, c.n_embd_kv()},
+      {LoraTarget::attn_v, c.n_embd, c.n_embd_kv()}, {LoraTarget::attn_output, c.n_embd_q(), c.n_embd},
+      {LoraTarget::ffn_gate, c.n_embd, c.n_ff},      {LoraTarget::ffn_up, c.n_embd, c.n_ff},
+      {LoraTarget::ffn_down, c.n_ff, c.n_embd}};
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (const auto& s : shapes) {
+      LoraPair p;
+      p.layer = l;
+      p.target = s.target;
+      p.rank = rank;
+      p.a.resize(size_t(rank) * size_t(s.n_in));
+      p.b.resize(size_t(s.n_out) * size_t(rank));
+      for (float& x : p.a) x = normal(rng);
+      for (float& x : p.b) x = normal(rng);
+      w.pairs.push_back(std::move(p));
+    }
+  }
+  return w;
+}
+
+// n_rows streams, each with its own rank-r adapter, against the same without.
+void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptions& o, int n_vocab) {
+  constexpr int kAdapters = 8;
+  std::vector<AdapterRoute> routes;
+  double slowest_mount = 0.0;
+  for (int i = 0; i < kAdapters; ++i) {
+    LoraWeights w = random_adapter(model.config(), o.lora_rank, uint32_t(i + 1));
+    const double t0 = now();
+    auto slot = model.mount_lora(w);
+    slowest_mount = std::max(slowest_mount, now() - t0);
+    if (!slot) fail(slot.error());
+    AdapterRoute r;
+    r.n = 1;
+    r.slot[0] = *slot;
+    r.scale[0] = 1.0f;
+    routes.push_back(r);
+  }
+  std::printf("lora-mount-ms  %12.2f %10s  (slowest of %d rank-%d mounts)\n", slowest_mount * 1000.0, "-",
+              kAdapters, o.lora_rank);
+  Stat base = repeat(std::max(1, o.reps - 1), [&] {
+    return bench_batched(forward, cache, kAdapters, o.batched_pp, o.batched_tg, n_vocab);
+  });
+  Stat lora = repeat(std::max(1, o.reps - 1), [&] {
+    return bench_batched(forward, cache, kAdapters, o.batched_pp, o.batched_tg, n_vocab, routes);
+  });
+  std::printf("%-14s %12.2f %10.2f\n", "batched8", base.mean, base.sd);
+  std::printf("%-14s %12.2f %10.2f  (%.3f of base)\n", "batched8-lora", lora.mean, lora.sd,
+              lora.mean / base.mean);
 }
 
 }  // namespace
@@ -166,6 +235,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--batched-prompt", o->batched_pp, "Batched decode: prompt tokens per sequence")
       ->capture_default_str();
   cmd->add_option("--batched-gen", o->batched_tg, "Batched decode: decode steps")->capture_default_str();
+  cmd->add_option("--lora-rank", o->lora_rank,
+                  "Also mount 8 random adapters of this rank and decode 8 rows, each with its own")
+      ->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }
 

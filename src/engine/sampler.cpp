@@ -89,12 +89,21 @@ TokenId Sampler::sample(const float* logits) {
     return best->id;
   }
 
-  // top-k (also sorts what it keeps).
+  // top-k (also sorts what it keeps). The other filters but min-p need the
+  // candidates sorted; a full sort of a large vocabulary is skipped when none runs.
+  const bool xtc = p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f;
   if (p.top_k > 0 && p.top_k < int(c.size())) {
     std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(),
                       [](const Candidate& a, const Candidate& b) { return a.logit > b.logit; });
     c.resize(size_t(p.top_k));
-  } else {
+  } else if (p.typical_p < 1.0f || p.top_p < 1.0f || p.min_p > 0.0f || xtc) {
+    if (p.typical_p >= 1.0f && p.top_p >= 1.0f && !xtc) {
+      // min-p alone: drop what it would drop before sorting the rest.
+      float best = c[0].logit;
+      for (const auto& x : c) best = std::max(best, x.logit);
+      const float cut = best + std::log(p.min_p);
+      c.erase(std::remove_if(c.begin(), c.end(), [cut](const Candidate& x) { return x.logit < cut; }), c.end());
+    }
     sort_descending(c);
   }
 
@@ -147,7 +156,7 @@ TokenId Sampler::sample(const float* logits) {
   }
 
   // XTC: sometimes drop every "top choice" above the threshold but the least likely of them.
-  if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f && c.size() > 1) {
+  if (xtc && c.size() > 1) {
     std::uniform_real_distribution<float> coin(0.0f, 1.0f);
     if (coin(rng_) < p.xtc_probability) {
       softmax(c);

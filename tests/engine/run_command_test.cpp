@@ -1,0 +1,64 @@
+// `graft run` end to end: streams text and a summary; bad input is a clear error.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "testing/test_models.h"
+
+namespace graft {
+namespace {
+
+struct Output {
+  int status;
+  std::string text;  // stdout and stderr
+};
+
+Output run_graft(const std::string& args) {
+  const std::string command = std::string(GRAFT_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  Output out{-1, {}};
+  if (!pipe) return out;
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.text.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string model() {
+  return testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "q8_0"));
+}
+
+TEST(RunCommand, StreamsAContinuationAndASummary) {
+  Output out = run_graft("run " + model() + " -p 'The quick brown fox' -n 6 --temp 0 -t 2 -c 256");
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("graft: prompt 5 tokens"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("generated 6 tokens"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("load "), std::string::npos) << out.text;
+}
+
+TEST(RunCommand, EmptyPromptIsAClearError) {
+  Output out = run_graft("run " + model() + " -p ''");
+  EXPECT_EQ(out.status, 1) << out.text;
+  EXPECT_NE(out.text.find("the prompt is empty"), std::string::npos) << out.text;
+}
+
+TEST(RunCommand, MissingModelIsAClearError) {
+  Output out = run_graft("run " + testing::scratch_dir() + "/absent.gguf -p hi");
+  EXPECT_EQ(out.status, 1) << out.text;
+  EXPECT_NE(out.text.find("absent.gguf"), std::string::npos) << out.text;
+}
+
+TEST(RunCommand, PromptLongerThanTheContextIsAClearError) {
+  Output out = run_graft("run " + model() + " -p 'one two three four five six seven eight' -n 8 -c 8");
+  EXPECT_EQ(out.status, 1) << out.text;
+  EXPECT_NE(out.text.find("exceeds the context"), std::string::npos) << out.text;
+}
+
+}  // namespace
+}  // namespace graft
