@@ -8,6 +8,13 @@ transformers would produce.
 
   python3 tests/chat/reference_render.py TEMPLATE.jinja basic|tools [--bos B --eos E]
   python3 tests/chat/reference_render.py --all DIR [--out OUT]  # one line per template: ok / error
+  python3 tests/chat/reference_render.py --golden DIR           # rewrites tests/data/chat/jinja2/
+
+--golden renders every template with tests/data/chat/jinja2/conversation.json
+(variant a: with a generation prompt; variant b: without one and with
+enable_thinking=false) and writes jinja2's output, or its error, as
+NAME.VARIANT.txt / NAME.VARIANT.err next to it. Those files are jinja2's
+work, not graft's: template_jinja2_test.cpp checks graft against them.
 
 The conversations mirror the ones in tests/chat/conversations.h, with tool-call
 arguments already parsed to objects (graft does that before rendering).
@@ -89,6 +96,28 @@ def render(source, kind, bos, eos, extra=None):
                            bos_token=bos, eos_token=eos, **(extra or {}))
 
 
+def golden(templates):
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chat", "jinja2")
+    request = json.load(open(os.path.join(folder, "conversation.json"), encoding="utf-8"))
+    variants = {"a": {"add_generation_prompt": True}, "b": {"add_generation_prompt": False, "enable_thinking": False}}
+    for name in sorted(os.listdir(templates)):
+        if not name.endswith(".jinja"):
+            continue
+        source = open(os.path.join(templates, name), encoding="utf-8").read()
+        for variant, kwargs in variants.items():
+            stem = os.path.join(folder, f"{name[:-6]}.{variant}")
+            for old in (stem + ".txt", stem + ".err"):
+                if os.path.exists(old):
+                    os.remove(old)
+            try:
+                text = environment().from_string(source).render(
+                    messages=request["messages"], tools=request["tools"], documents=None,
+                    bos_token="<s>", eos_token="</s>", **kwargs)
+                open(stem + ".txt", "w", encoding="utf-8").write(text)
+            except Exception as e:  # noqa: BLE001 - the error is the expectation
+                open(stem + ".err", "w", encoding="utf-8").write(str(e))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("template", nargs="?")
@@ -98,7 +127,11 @@ def main():
     ap.add_argument("--all")
     ap.add_argument("--kwargs", default="{}")
     ap.add_argument("--out", help="with --all: write NAME.KIND.txt (or .err) files into this folder")
+    ap.add_argument("--golden", metavar="TEMPLATES")
     args = ap.parse_args()
+    if args.golden:
+        golden(args.golden)
+        return
     if args.all:
         for name in sorted(os.listdir(args.all)):
             if not name.endswith(".jinja"):
