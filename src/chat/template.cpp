@@ -1,5 +1,8 @@
 #include "chat/template.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "chat/jinja_interpreter.h"
@@ -200,9 +203,10 @@ Result<ChatJson> ChatTemplate::normalize(const ChatJson& messages) const {
       return errorf("invalid_argument", "messages[{}].content must be a string, an array of parts or null",
                     i);
     }
-    if (m.contains("content") && m["content"].is_array() && !caps_.typed_content) {
+    if (m.contains("content") && m["content"].is_array()) {
+      // graft serves text models: other parts (images, audio) are refused either way.
       GRAFT_TRY(std::string text, join_text_parts(m["content"], i));
-      m["content"] = std::move(text);
+      if (!caps_.typed_content) m["content"] = std::move(text);
     }
     if (m.contains("tool_calls")) {
       if (!m["tool_calls"].is_array())
@@ -218,7 +222,10 @@ Result<ChatJson> ChatTemplate::normalize(const ChatJson& messages) const {
         ChatJson& arguments = function["arguments"];
         if (caps_.object_arguments && arguments.is_string()) {
           ChatJson parsed = ChatJson::parse(arguments.get<std::string>(), nullptr, false);
-          if (!parsed.is_discarded() && parsed.is_object()) arguments = std::move(parsed);
+          if (!parsed.is_discarded() && parsed.is_object()) {
+            GRAFT_TRY_STATUS(check_depth(parsed, fmt::format("messages[{}].tool_calls[{}] arguments", i, j)));
+            arguments = std::move(parsed);
+          }
         } else if (!caps_.object_arguments && !arguments.is_string()) {
           arguments = arguments.dump();
         }

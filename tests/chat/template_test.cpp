@@ -80,6 +80,10 @@ TEST(ChatTemplate, BadRequestsAreInvalidArgumentsThatNameTheField) {
   EXPECT_EQ(
       render(t, R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])"),
       "error invalid_argument: messages[0].content[0]: only text parts are supported (got type 'image_url')");
+  ChatTemplate typed = load("Qwen3.5-4B");  // takes parts, images included, but graft serves text
+  EXPECT_EQ(
+      render(typed, R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])"),
+      "error invalid_argument: messages[0].content[0]: only text parts are supported (got type 'image_url')");
   EXPECT_EQ(render(t, R"([{"role": "assistant", "content": "", "tool_calls": [{"id": "x"}]}])"),
             "error invalid_argument: messages[0].tool_calls[0] must have a function object");
   Result<std::string> out = t.render(ChatJson::array(), ChatJson::object(), {});
@@ -99,6 +103,11 @@ TEST(ChatTemplate, DeeplyNestedRequestsAreRefused) {
       "function": {"name": "f", "arguments": {"x": )" +
       deep + "}}}]}]";
   EXPECT_EQ(render(t, messages), "error invalid_argument: messages nest more than 496 levels deep");
+  // Arguments sent as JSON text are checked once parsed.
+  EXPECT_EQ(render(t, R"([{"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function",
+      "function": {"name": "f", "arguments": )" +
+                          ChatJson("{\"x\": " + deep + "}").dump() + "}}]}]"),
+            "error invalid_argument: messages[0].tool_calls[0] arguments nest more than 496 levels deep");
   ChatRenderOptions opts;
   opts.extra_kwargs = {{"deep", ChatJson::parse(deep)}};
   EXPECT_EQ(render(t, R"([{"role": "user", "content": "hi"}])", opts),
