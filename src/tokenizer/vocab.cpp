@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/space_words.h"
+#include "tokenizer/utf8.h"
 #include "util/log.h"
 
 namespace graft {
@@ -284,6 +287,53 @@ Result<Vocab> load_vocab(const GgufFile& file) {
   mark_end_of_generation(v);
   apply_family_attrs(file, v);
   return v;
+}
+
+std::string token_piece(const Vocab& v, TokenId id) {
+  const std::string& text = v.texts[id];
+  const uint16_t attr = v.attrs[id];
+  if (attr & (token_attr::kControl | token_attr::kUnknown | token_attr::kUserDefined)) return text;
+  if (attr & token_attr::kNormal) {
+    if (v.kind == VocabKind::kByteLevelBpe) {
+      std::string out;
+      out.reserve(text.size());
+      size_t i = 0;
+      while (i < text.size()) {
+        const size_t len = utf8::sequence_length(text, i);
+        if (len == 0) {  // not UTF-8: keep the byte
+          out.push_back(text[i++]);
+          continue;
+        }
+        const int byte = utf8::codepoint_to_byte(utf8::decode_at(text, i, len));
+        if (byte >= 0) {
+          out.push_back(static_cast<char>(byte));
+        } else {
+          out.append(text, i, len);  // a character outside the byte alphabet stands for itself
+        }
+        i += len;
+      }
+      return out;
+    }
+    std::string out;
+    out.reserve(text.size());
+    for (size_t p = 0;;) {
+      const size_t q = text.find(kSpaceMark, p);
+      out.append(text, p, q == std::string::npos ? std::string::npos : q - p);
+      if (q == std::string::npos) break;
+      out.push_back(' ');
+      p = q + kSpaceMark.size();
+    }
+    return out;
+  }
+  if (attr & token_attr::kByte) {
+    unsigned value = 0;
+    if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' &&
+        std::sscanf(text.c_str() + 3, "%2x", &value) == 1) {
+      return std::string(1, static_cast<char>(value));
+    }
+    return text;
+  }
+  return {};  // unused or undefined tokens produce no text
 }
 
 }  // namespace graft

@@ -75,4 +75,9 @@ struct Vocab {
 // the unsupported model / pre-tokenizer (code "unsupported").
 Result<Vocab> load_vocab(const GgufFile& file);
 
+// The bytes token `id` stands for: the text of control, unknown and
+// user-defined tokens as stored; normal tokens with the byte-level alphabet
+// or U+2581 undone; <0xXX> byte tokens as their byte; nothing for unused ones.
+std::string token_piece(const Vocab& v, TokenId id);
+
 }  // namespace graft
