@@ -45,6 +45,17 @@ std::size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
+// The longest prefix of s[0, n) that does not end inside a UTF-8 character,
+// so that a piece cut mid-character is never passed on half.
+std::size_t whole_characters(std::string_view s, std::size_t n) {
+  std::size_t start = n;  // the start of the last character before n
+  while (start > 0 && n - start < 4 && (static_cast<unsigned char>(s[start - 1]) & 0xC0) == 0x80) --start;
+  if (start == 0) return n;
+  unsigned char lead = static_cast<unsigned char>(s[start - 1]);
+  std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return (n - (start - 1) < length) ? start - 1 : n;
+}
+
 // Where the JSON object or array opening s[0] ends (one past its closing
 // bracket), or nullopt while it is unfinished.
 std::optional<std::size_t> json_value_end(std::string_view s) {
@@ -307,7 +318,9 @@ bool StreamingOutputParser::step_reasoning(bool at_end) {
     drop_leading_whitespace_ = true;
     return true;
   }
-  std::size_t n = pending_.size() - (at_end ? 0 : partial_marker(pending_, kThinkClose));
+  std::size_t n = at_end
+                      ? pending_.size()
+                      : whole_characters(pending_, pending_.size() - partial_marker(pending_, kThinkClose));
   if (n > 0 || at_end) emit_reasoning(std::string_view(pending_).substr(0, n), at_end);
   pending_.erase(0, n);
   return false;
@@ -340,7 +353,7 @@ bool StreamingOutputParser::step_content(bool at_end) {
     }
   }
   std::size_t keep = (at_end || marker.empty()) ? 0 : partial_marker(pending_, marker);
-  std::size_t n = pending_.size() - keep;
+  std::size_t n = at_end ? pending_.size() : whole_characters(pending_, pending_.size() - keep);
   if (n == 0) return false;
   emit_content(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);

@@ -239,6 +239,8 @@ const Sample kSamples[] = {
      ToolCallFormat::mistral, false, false},
     {"  <think> a </think>  answer  \n", ToolCallFormat::none, true, false},
     {"<thinking is not a tag", ToolCallFormat::none, true, false},
+    {"<think>Überlegung 🤔</think>Grüße aus Zürich 😀 <tool_call>", ToolCallFormat::hermes, true,
+     false},
 };
 
 struct Merged {
@@ -249,6 +251,7 @@ struct Merged {
 void merge(Merged& m, const std::vector<ChatJson>& deltas) {
   for (const ChatJson& d : deltas) {
     ASSERT_TRUE(d.is_object());
+    ASSERT_NO_THROW(d.dump()) << "a delta holds part of a UTF-8 character";
     ASSERT_EQ(d.size(), 1u) << d.dump();
     if (d.contains("content")) {
       ASSERT_FALSE(d["content"].get<std::string>().empty());
