@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct GenerationRequest {
   int top_logprobs = -1;      // -1: no logprobs; n >= 0: the chosen token's plus n alternatives
   AdapterRoute adapters;      // empty: the base model
   bool special_text = false;  // control tokens appear in the text (tool-call markers)
+  // Held until the request ends: e.g. the lease that keeps its adapters
+  // loaded (adapters/mounted.h), so they cannot be unloaded under it.
+  std::shared_ptr<const void> keep_alive;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };
