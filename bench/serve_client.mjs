@@ -1,0 +1,186 @@
+// A small concurrent streaming client for bench/serve.sh: the same requests
+// against any OpenAI-compatible server (graft, llama-server). No packages.
+//
+//   node bench/serve_client.mjs --url http://127.0.0.1:8080 --scenario single
+//
+// Scenarios (every prompt starts with a unique number, so no server can reuse
+// another request's KV unless the scenario says so):
+//   single   1 stream, short prompt, 128 tokens: decode tok/s, 3 runs
+//   short4   4 concurrent streams, short prompts, 128 tokens: aggregate tok/s, TTFT
+//   long4    4 concurrent streams, ~300-token prompts, 32 tokens: TTFT
+//   shared4  like long4, but the prompts share a ~250-token preamble
+//   health8  8 concurrent streams, 128 tokens, /health polled every 25 ms
+// Prints one JSON object.
+import { Worker } from 'node:worker_threads';
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
+  return acc;
+}, []));
+const URL_BASE = args.url ?? 'http://127.0.0.1:8080';
+const SCENARIO = args.scenario ?? 'single';
+const ROUNDS = Number(args.rounds ?? 2);
+
+const WORDS = ('the of and to in is was for on that with as by at from his her they this be are an or not had ' +
+  'have one all were we when there can more if out so said what up its about into than them only other new ' +
+  'some could time these two may first then do any like my now over such our man me even most made after ' +
+  'also did many before must through back years where much your way well down should because each just ' +
+  'those people how too little state good very make world still own see men work long get here between both ' +
+  'life being under never day same another know while last might us great old year off come since against go ' +
+  'came right used take three').split(' ');
+
+let seed = 12345;
+function rand() {
+  seed = (seed * 1103515245 + 12345) % 2147483648;
+  return seed / 2147483648;
+}
+function words(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(WORDS[Math.floor(rand() * WORDS.length)]);
+  return out.join(' ');
+}
+let serial = Math.floor(Math.random() * 100000);
+const unique = () => `Note ${serial++}:`;
+const PREAMBLE = words(250);
+
+async function stream(prompt, maxTokens) {
+  const t0 = performance.now();
+  const res = await fetch(`${URL_BASE}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'bench', prompt, max_tokens: maxTokens, temperature: 0, stream: true, ignore_eos: true,
+      stream_options: { include_usage: true },
+    }),
+  });
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let first = null;
+  let last = null;
+  let chunks = 0;
+  let usage = null;
+  for await (const part of res.body) {
+    buffer += decoder.decode(part, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      for (const line of event.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        const data = line.slice(6);
+        if (data === '[DONE]') continue;
+        const json = JSON.parse(data);
+        if (json.usage) usage = json.usage;
+        const text = json.choices?.[0]?.text;
+        if (text) {
+          const now = performance.now();
+          if (first === null) first = now;
+          last = now;
+          chunks++;
+        }
+      }
+    }
+  }
+  const t1 = performance.now();
+  const tokens = usage?.completion_tokens ?? maxTokens;
+  return {
+    ttft_ms: first - t0,
+    total_ms: t1 - t0,
+    tokens,
+    prompt_tokens: usage?.prompt_tokens ?? null,
+    decode_tps: last > first ? (tokens - 1) / ((last - first) / 1000) : null,
+    chunks,
+  };
+}
+
+// Nearest-rank percentile: the smallest sample with at least p% of samples at or below it.
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+const median = (v) => percentile(v, 50);
+
+async function concurrent(prompts, maxTokens) {
+  const t0 = performance.now();
+  const results = await Promise.all(prompts.map((p) => stream(p, maxTokens)));
+  const wall = (performance.now() - t0) / 1000;
+  const tokens = results.reduce((s, r) => s + r.tokens, 0);
+  return { results, wall, aggregate_tps: tokens / wall };
+}
+
+async function healthPoller(durationFlag) {
+  const worker = new Worker(`
+    const { parentPort } = require('node:worker_threads');
+    const url = process.argv[2];
+    let stop = false;
+    parentPort.on('message', () => { stop = true; });
+    (async () => {
+      const lat = [];
+      while (!stop) {
+        const t0 = performance.now();
+        const r = await fetch(url + '/health');
+        await r.text();
+        lat.push(performance.now() - t0);
+        await new Promise((res) => setTimeout(res, 25));
+      }
+      parentPort.postMessage(lat);
+    })();
+  `, { eval: true, argv: [URL_BASE] });
+  return {
+    stop: () => new Promise((resolve) => {
+      worker.once('message', (lat) => { worker.terminate(); resolve(lat); });
+      worker.postMessage('stop');
+    }),
+    durationFlag,
+  };
+}
+
+async function main() {
+  await stream(`${unique()} warm up`, 4);  // load, first graphs
+  const out = { scenario: SCENARIO };
+  if (SCENARIO === 'single') {
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push(await stream(`${unique()} ${words(16)}`, 128));
+    out.decode_tps = median(runs.map((r) => r.decode_tps));
+    out.ttft_ms = median(runs.map((r) => r.ttft_ms));
+  } else if (SCENARIO === 'short4' || SCENARIO === 'long4' || SCENARIO === 'shared4') {
+    const maxTokens = SCENARIO === 'short4' ? 128 : 32;
+    const ttfts = [];
+    const aggregates = [];
+    const promptTokens = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const prompts = [0, 1, 2, 3].map(() => {
+        if (SCENARIO === 'short4') return `${unique()} ${words(16)}`;
+        if (SCENARIO === 'long4') return `${unique()} ${words(296)}`;
+        return `${PREAMBLE} ${unique()} ${words(46)}`;
+      });
+      const r = await concurrent(prompts, maxTokens);
+      ttfts.push(...r.results.map((x) => x.ttft_ms));
+      promptTokens.push(...r.results.map((x) => x.prompt_tokens));
+      aggregates.push(r.aggregate_tps);
+    }
+    out.ttft_p50_ms = median(ttfts);
+    out.ttft_ms = ttfts.map((t) => Math.round(t));
+    out.aggregate_tps = median(aggregates);
+    out.prompt_tokens = promptTokens.filter((x) => x !== null);
+  } else if (SCENARIO === 'health8') {
+    const poller = await healthPoller();
+    const prompts = Array.from({ length: 8 }, () => `${unique()} ${words(16)}`);
+    const r = await concurrent(prompts, 128);
+    const lat = await poller.stop();
+    out.health_n = lat.length;
+    out.health_p50_ms = percentile(lat, 50);
+    out.health_p99_ms = percentile(lat, 99);
+    out.health_max_ms = Math.max(...lat);
+    out.aggregate_tps = r.aggregate_tps;
+  } else {
+    throw new Error(`unknown scenario ${SCENARIO}`);
+  }
+  console.log(JSON.stringify(out));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
