@@ -78,10 +78,14 @@ TEST(TinyBpe, MergeStepsNeedNotBeTokens) {
 }
 
 TEST(TinyBpe, PreTokenizerKeepsWordsApart) {
-  // gpt-2 splits " ab" from "c"... no: "abc ab" -> "abc", " ab"; a merge never crosses words.
-  auto tok = load_tiny_vocab(letters_vocab({"a b", byte_level(" ") + " ab"}, {"ab", byte_level(" ab")}));
+  // "b Ġ" is the best merge, but gpt-2's pre-split makes "ab ab" the words
+  // "ab" and " ab", so b and the space never meet.
+  const std::string space = byte_level(" ");
+  auto tok =
+      load_tiny_vocab(letters_vocab({"b " + space, "a b", space + " ab"}, {"ab", space + "ab", "b" + space}));
   ASSERT_TRUE(tok.ok()) << tok.error().message;
   EXPECT_EQ(encode(**tok, "ab ab"), (std::vector<TokenId>{4, 5}));
+  EXPECT_EQ(encode(**tok, "b "), (std::vector<TokenId>{1, 3}));  // "b", " ": two words again
   EXPECT_EQ((*tok)->decode({4, 5}), "ab ab");
 }
 
