@@ -145,8 +145,9 @@ Value fn_range(Interpreter& in, const CallArgs& args, int line) {
   return Value(std::move(out));
 }
 
-Value fn_namespace(Interpreter&, const CallArgs& args, int line) {
+Value fn_namespace(Interpreter& in, const CallArgs& args, int line) {
   auto ns = std::make_shared<Namespace>();
+  in.track(ns);
   for (const Value& init : args.positional) {
     if (!init.is_object()) fail("namespace() takes a dict or keyword arguments", line);
     for (const auto& [k, v] : init.json().items()) ns->attrs[k] = init.member(v);

@@ -56,13 +56,17 @@ Value loop_attribute(const LoopState& loop, std::string_view name) {
   return Value::undefined(fmt::format("'loop' has no attribute '{}'", name));
 }
 
+// A macro sees the scope it was defined in. That scope usually holds the
+// macro itself, so it is held weakly: a strong reference would be a cycle.
 struct MacroCallable : Callable {
   const MacroStmt* macro;
-  std::shared_ptr<Scope> closure;
-  MacroCallable(const MacroStmt* m, std::shared_ptr<Scope> c)
-      : Callable(m->name), macro(m), closure(std::move(c)) {}
+  std::weak_ptr<Scope> closure;
+  MacroCallable(const MacroStmt* m, const std::shared_ptr<Scope>& c)
+      : Callable(m->name), macro(m), closure(c) {}
   Value call(Interpreter& in, const CallArgs& args, int line) const override {
-    return in.call_macro(*macro, closure, args, line);
+    std::shared_ptr<Scope> scope = closure.lock();
+    if (!scope) fail(fmt::format("macro '{}' is called after the block that defined it ended", name), line);
+    return in.call_macro(*macro, scope, args, line);
   }
 };
 
@@ -71,6 +75,17 @@ struct MacroCallable : Callable {
 Interpreter::Interpreter(const Program& program, RenderLimits limits,
                          std::chrono::system_clock::time_point now)
     : program_(program), limits_(limits), now_(now), globals_(std::make_shared<Scope>()) {}
+
+Interpreter::~Interpreter() {
+  // Namespaces may hold themselves (`set ns.me = ns`): empty them so that cycles are freed.
+  for (const std::weak_ptr<Namespace>& weak : namespaces_) {
+    if (std::shared_ptr<Namespace> ns = weak.lock()) ns->attrs.clear();
+  }
+}
+
+void Interpreter::track(const std::shared_ptr<Namespace>& ns) {
+  namespaces_.push_back(ns);
+}
 
 void Interpreter::set_global(const std::string& name, Value value) {
   globals_->vars[name] = std::move(value);

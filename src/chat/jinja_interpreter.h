@@ -31,6 +31,9 @@ struct Scope {
 class Interpreter {
  public:
   Interpreter(const Program& program, RenderLimits limits, std::chrono::system_clock::time_point now);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Variables visible to the template (messages, tools, bos_token, ...).
   void set_global(const std::string& name, Value value);
@@ -43,6 +46,8 @@ class Interpreter {
   bool apply_test(std::string_view name, const Value& input, const CallArgs& args, int line);
   void count_steps(std::int64_t n, int line);
   std::chrono::system_clock::time_point now() const { return now_; }
+  // namespace() objects, emptied when the render ends.
+  void track(const std::shared_ptr<Namespace>& ns);
 
  private:
   enum class Flow { normal, break_, continue_ };
@@ -72,6 +77,7 @@ class Interpreter {
   std::shared_ptr<Scope> globals_;
   std::int64_t steps_ = 0;
   int call_depth_ = 0;
+  std::vector<std::weak_ptr<Namespace>> namespaces_;
 };
 
 }  // namespace graft::jinja

@@ -318,6 +318,11 @@ TEST(JinjaGraftExtensions, BehaviourBeyondHuggingFacesSandbox) {
                    "endfor %}{{ d|tojson }}"),
             R"(b1513{"512": "b", "0": "a"})");
   EXPECT_EQ(render("{{ strftime_now('%Y-%m-%d') }}"), "1970-01-01");
+  // A macro kept past the block that defined it cannot run (jinja2 would still have its scope).
+  EXPECT_EQ(
+      render("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}{% set ns.m = m %}"
+             "{{ ns.m() }}{% endfor %}|{{ ns.m() }}"),
+      "error: line 1: macro 'm' is called after the block that defined it ended");
 }
 
 }  // namespace
