@@ -10,7 +10,7 @@ namespace graft::jinja {
 
 const Value* Scope::find(std::string_view name) const {
   for (const Scope* s = this; s; s = s->parent.get()) {
-    auto it = s->vars.find(std::string(name));
+    auto it = s->vars.find(name);
     if (it != s->vars.end()) return &it->second;
   }
   return nullptr;

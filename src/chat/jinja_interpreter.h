@@ -23,7 +23,11 @@ struct RenderLimits {
 };
 
 struct Scope {
-  std::unordered_map<std::string, Value> vars;
+  struct NameHash {
+    using is_transparent = void;  // look names up without building a std::string
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Value, NameHash, std::equal_to<>> vars;
   std::shared_ptr<Scope> parent;
   const Value* find(std::string_view name) const;
 };
