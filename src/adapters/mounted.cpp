@@ -1,9 +1,11 @@
 #include "adapters/mounted.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 
 #include "adapters/targets.h"
+#include "util/log.h"
 
 namespace graft {
 
@@ -69,12 +71,15 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->entries.erase(adapter.id);
   };
+  const auto t0 = std::chrono::steady_clock::now();
   auto weights = read_mountable(adapter, base_);
+  const auto t1 = std::chrono::steady_clock::now();
   if (!weights) {
     forget();
     return weights.error();
   }
   auto slot = mount(*weights);
+  const auto t2 = std::chrono::steady_clock::now();
   if (!slot) {
     forget();
     return slot.error();
@@ -91,6 +96,12 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
   info.layers = d.layers();
   for (LoraTarget t : d.targets()) info.targets.emplace_back(peft_target_name(t));
   info.slot = *slot;
+  info.read_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  info.mount_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  GRAFT_LOG_INFO(
+      "loaded adapter '{}' ({}, rank {}, {} matrices) in {:.1f} ms: read {:.1f} ms, mount {:.1f} ms", info.id,
+      format_name(info.format), info.rank, d.modules.size(), info.read_ms + info.mount_ms, info.read_ms,
+      info.mount_ms);
   std::lock_guard<std::mutex> lock(state_->mutex);
   State::Entry& entry = state_->entries[adapter.id];
   entry.info = info;

@@ -40,6 +40,8 @@ struct LoadedAdapter {
   std::vector<std::string> targets;  // PEFT module names
   int slot = -1;                     // the model's LoRA slot
   int users = 0;                     // leases holding it now
+  double read_ms = 0.0;              // reading and checking the files
+  double mount_ms = 0.0;             // the mount callback (the engine's copy)
 };
 
 // A request's resolved selection. While it lives, its adapters stay loaded.

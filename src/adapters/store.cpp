@@ -159,7 +159,13 @@ Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseMo
   return to_mountable(std::move(weights));
 }
 
-AdapterStore::AdapterStore(std::vector<fs::path> roots) : roots_(std::move(roots)) {}
+AdapterStore::AdapterStore(std::vector<fs::path> roots) : roots_(std::move(roots)) {
+  for (fs::path& root : roots_) {
+    std::error_code ec;
+    fs::path absolute = fs::absolute(root, ec).lexically_normal();
+    if (!ec) root = absolute;
+  }
+}
 
 fs::path AdapterStore::user_store() {
   return data_dir() / "adapters";

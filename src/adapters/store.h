@@ -59,6 +59,7 @@ Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter);
 class AdapterStore {
  public:
   // Roots in priority order: an id found in an earlier root hides later ones.
+  // Relative roots are made absolute (paths in listings are absolute).
   explicit AdapterStore(std::vector<fs::path> roots);
   // The user's store first, then `adapter_dirs`.
   static AdapterStore with_user_store(const std::vector<fs::path>& adapter_dirs);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/paths.h"
+#include "server/routes_adapters.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -27,6 +28,8 @@ struct ServeArgs {
   int http_threads = 1;
   double max_body_mib = 8;
   bool no_prefix_cache = false;
+  std::vector<std::string> adapter_dirs;
+  std::string force_adapter;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -66,6 +69,9 @@ void serve(ServeArgs args) {
   auto model = server::ServedModel::load(options, budget_bytes);
   if (!model) fail(model.error().message);
   std::unique_ptr<server::ServedModel> served = std::move(*model);
+  auto adapters = server::AdapterService::create(*served, {args.adapter_dirs, args.force_adapter});
+  if (!adapters) fail(adapters.error().message);
+  std::unique_ptr<server::AdapterService> adapter_service = std::move(*adapters);
 
   server::ServerOptions server_options;
   server_options.http.host = args.host;
@@ -74,6 +80,7 @@ void serve(ServeArgs args) {
   server_options.http.body_limit = static_cast<size_t>(args.max_body_mib * 1024 * 1024);
   server_options.api_key = args.api_key;
   auto server = std::make_unique<server::Server>(*served, server_options);
+  adapter_service->install(*server);
   Status started = server->start();
   if (!started) fail(started.error().message);
 
@@ -85,10 +92,16 @@ void serve(ServeArgs args) {
                served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
                static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
                options.threads, args.api_key.empty() ? "" : ", API key required");
+  const AdapterSelection forced = adapter_service->mounted().default_selection();
+  if (!forced.none()) {
+    std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
+                 forced.to_string().c_str());
+  }
   std::fflush(stderr);
   server->wait();
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
+  adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
   served.reset();  // the engine ends what is left before the HTTP side goes
   server.reset();
 }
@@ -116,6 +129,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");
+  cmd->add_option("--adapter-dir", args->adapter_dirs,
+                  "Another folder of LoRA adapters (repeatable), searched after the user's adapter store");
+  cmd->add_option("--force-adapter", args->force_adapter,
+                  "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
+                  "that names none; a request may still ask for \"none\"");
   cmd->add_option("--alias", args->model_id, "Model name in /v1/models and responses (default: the file name)");
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
