@@ -62,8 +62,10 @@ struct MergeStep {
   int32_t result;  // id of the merged symbol
 };
 
-// A uint32 that sorts like the float (for finite values and infinities).
+// A uint32 that sorts like the float (for finite values and infinities;
+// -0 and +0 are equal, as they compare).
 inline uint32_t float_order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);

@@ -79,6 +79,7 @@ TEST(MergeLoop, FloatOrderKeySortsLikeFloats) {
     EXPECT_LE(float_order_key(values[i]), float_order_key(values[i + 1])) << values[i];
   }
   EXPECT_LT(float_order_key(-3.5f), float_order_key(-1.0f));
+  EXPECT_EQ(float_order_key(-0.0f), float_order_key(0.0f));
 }
 
 TEST(WordCache, ReplaysEarlierWordsWithoutEncodingAgain) {
