@@ -130,13 +130,16 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
   if (g.lora) {
     const LoraSet& lora = model_.lora();
     const int n_used = lora_inputs_.n_used;
+    int any_slot = 0;
+    while (!lora.mounted(any_slot)) ++any_slot;  // some row routes to a mounted slot
     auto* slots = static_cast<int32_t*>(lora_inputs_.slots->data);
     auto* scales = static_cast<float*>(lora_inputs_.scales->data);
     for (int r = 0; r < n; ++r) {
       const AdapterRoute& route = batch.rows[size_t(r)].adapters;
       for (int u = 0; u < n_used; ++u) {
         const bool real = u < route.n;
-        slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : 0);
+        // Padding entries (scale 0) point at a mounted slot: other slots may hold no data.
+        slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : any_slot);
         scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
       }
     }

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include <ggml-cpu.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/model.h"
 
@@ -30,8 +32,38 @@ const char* lora_target_name(LoraTarget target) {
   return "?";
 }
 
+namespace {
+
+// Stacks live in anonymous memory reserved for many slots at once: pages are
+// zero until written and cost nothing until then, so mounting never clears
+// or copies what is already mounted (unless a larger rank re-pads them).
+constexpr int kReservedSlots = 32;
+
+void* reserve(size_t bytes) {
+  void* p =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Zeroes [p, p+n), handing whole pages back to the system.
+void zero_range(uint8_t* p, size_t n) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  uint8_t* begin = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + page - 1) / page * page);
+  uint8_t* end = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(p + n) / page * page);
+  if (end <= begin) {
+    std::memset(p, 0, n);
+    return;
+  }
+  std::memset(p, 0, size_t(begin - p));
+  ::madvise(begin, size_t(end - begin), MADV_DONTNEED);  // reads back as zeros
+  std::memset(end, 0, size_t(p + n - end));
+}
+
+}  // namespace
+
 LoraSet::~LoraSet() {
   if (buffer_) ggml_backend_buffer_free(buffer_);
+  if (memory_) ::munmap(memory_, memory_bytes_);
   if (ctx_) ggml_free(ctx_);
 }
 
@@ -116,8 +148,8 @@ Result<int> LoraSet::mount(const LoraWeights& weights) {
     wanted[size_t(i)] = true;
   }
   if (grow || rank > max_rank_) {
-    const int n_slots = slot >= n_slots_ ? std::max(2, n_slots_ * 2) : n_slots_;
-    rebuild(std::max(n_slots, slot + 1), rank, wanted);
+    const int n_slots = slot >= n_slots_ ? std::max(kReservedSlots, n_slots_ * 2) : n_slots_;
+    GRAFT_TRY_STATUS(rebuild(std::max(n_slots, slot + 1), rank, wanted));
   }
   if (slot >= int(slots_.size())) slots_.resize(size_t(slot + 1));
   Slot& s = slots_[size_t(slot)];
@@ -153,7 +185,12 @@ float LoraSet::scale(int slot) const {
 }
 
 size_t LoraSet::bytes() const {
-  return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+  // What the mounted adapters occupy (the reservation beyond them costs nothing).
+  size_t per_slot = 0;
+  for (const Stack& st : stacks_) {
+    if (st.a) per_slot += st.a->nb[2] + st.b->nb[2];
+  }
+  return per_slot * size_t(n_mounted());
 }
 
 LoraSet::Stack LoraSet::stack(int layer, LoraTarget target) const {
@@ -161,7 +198,7 @@ LoraSet::Stack LoraSet::stack(int layer, LoraTarget target) const {
   return stacks_[size_t(index(layer, target))];
 }
 
-void LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted) {
+Status LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted) {
   const size_t n_stacks = std::count(wanted.begin(), wanted.end(), true);
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (2 * n_stacks + 1);
@@ -176,9 +213,28 @@ void LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted
     ggml_format_name(stacks[i].a, "lora_a.%zu", i);
     ggml_format_name(stacks[i].b, "lora_b.%zu", i);
   }
-  ggml_backend_buffer_t buffer =
-      ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
-  ggml_backend_buffer_clear(buffer, 0);
+  const size_t align = 64;
+  size_t total = 0;
+  for (const Stack& st : stacks) {
+    if (!st.a) continue;
+    total +=
+        (ggml_nbytes(st.a) + align - 1) / align * align + (ggml_nbytes(st.b) + align - 1) / align * align;
+  }
+  total = std::max<size_t>(total, 1);
+  void* memory = reserve(total);
+  if (!memory) {
+    ggml_free(ctx);
+    return errorf("out_of_memory", "cannot reserve {} MiB for LoRA adapters", total >> 20);
+  }
+  ggml_backend_buffer_t buffer = ggml_backend_cpu_buffer_from_ptr(memory, total);
+  size_t offset = 0;
+  for (const Stack& st : stacks) {
+    if (!st.a) continue;
+    for (ggml_tensor* t : {st.a, st.b}) {
+      ggml_backend_tensor_alloc(buffer, t, static_cast<uint8_t*>(memory) + offset);
+      offset += (ggml_nbytes(t) + align - 1) / align * align;
+    }
+  }
 
   // Carry the mounted adapters over, padding their rank.
   const size_t es = ggml_type_size(type_);
@@ -187,6 +243,7 @@ void LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted
     if (!old.a) continue;
     const int64_t in = old.a->ne[0], out_rows = old.b->ne[1], r_old = old.a->ne[1];
     for (int s = 0; s < int(old.a->ne[2]); ++s) {
+      if (s >= int(slots_.size()) || !slots_[size_t(s)].used) continue;
       const uint8_t* a_src = static_cast<const uint8_t*>(old.a->data) + size_t(s) * old.a->nb[2];
       uint8_t* a_dst = static_cast<uint8_t*>(stacks[i].a->data) + size_t(s) * stacks[i].a->nb[2];
       std::memcpy(a_dst, a_src, size_t(r_old * in) * es);
@@ -200,20 +257,24 @@ void LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted
     }
   }
   if (buffer_) ggml_backend_buffer_free(buffer_);
+  if (memory_) ::munmap(memory_, memory_bytes_);
   if (ctx_) ggml_free(ctx_);
   ctx_ = ctx;
   buffer_ = buffer;
+  memory_ = memory;
+  memory_bytes_ = total;
   stacks_ = std::move(stacks);
   n_slots_ = n_slots;
   max_rank_ = max_rank;
   ++version_;
+  return {};
 }
 
 namespace {
 
 void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
   if (type == GGML_TYPE_F16) {
-    ggml_fp32_to_fp16_row(src, static_cast<ggml_fp16_t*>(dst), n);
+    ggml_cpu_fp32_to_fp16(src, static_cast<ggml_fp16_t*>(dst), n);
   } else {
     std::memcpy(dst, src, size_t(n) * sizeof(float));
   }
@@ -227,15 +288,20 @@ void LoraSet::write_pair(int slot, const LoraPair& p) {
   uint8_t* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
   store_row(type_, p.a.data(), a, int64_t(p.rank) * in);
   uint8_t* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
-  for (int64_t o = 0; o < out_rows; ++o)
+  if (p.rank == st.b->ne[0]) {
+    store_row(type_, p.b.data(), b, out_rows * p.rank);  // same layout: one pass
+    return;
+  }
+  for (int64_t o = 0; o < out_rows; ++o) {
     store_row(type_, p.b.data() + o * p.rank, b + o * st.b->nb[1], p.rank);
+  }
 }
 
 void LoraSet::zero_slot(int slot) {
   for (const Stack& st : stacks_) {
     if (!st.a || slot >= st.a->ne[2]) continue;
-    std::memset(static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2], 0, st.a->nb[2]);
-    std::memset(static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2], 0, st.b->nb[2]);
+    zero_range(static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2], st.a->nb[2]);
+    zero_range(static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2], st.b->nb[2]);
   }
 }
 

@@ -58,7 +58,7 @@ class LoraSet {
   bool mounted(int slot) const;
   int n_mounted() const;
   float scale(int slot) const;  // the adapter's own scale (alpha / rank)
-  size_t bytes() const;         // memory held by the stacks
+  size_t bytes() const;         // memory the mounted adapters' stacks occupy
   int n_slots() const { return n_slots_; }
   // Changes whenever the stack tensors are replaced (graphs built on the old ones are stale).
   uint64_t version() const { return version_; }
@@ -79,7 +79,7 @@ class LoraSet {
     std::vector<bool> touches;  // per (layer, target)
   };
   Status check(const LoraWeights& weights) const;
-  void rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted);
+  Status rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted);
   void write_pair(int slot, const LoraPair& pair);
   void zero_slot(int slot);
   int index(int layer, LoraTarget target) const { return layer * kLoraTargetCount + int(target); }
@@ -94,6 +94,8 @@ class LoraSet {
   std::vector<Stack> stacks_;  // per (layer, target)
   ggml_context* ctx_ = nullptr;
   ggml_backend_buffer_t buffer_ = nullptr;
+  void* memory_ = nullptr;  // the stacks' reserved memory
+  size_t memory_bytes_ = 0;
   uint64_t version_ = 0;
 };
 
