@@ -158,6 +158,7 @@ void run_bench(const BenchOptions& o) {
     std::fflush(stdout);
   }
   if (o.lora_rank > 0) bench_lora(model, forward, **cache, o, n_vocab);
+  std::printf("(%d graphs built)\n", forward.graphs_built());
 }
 
 // A random adapter of the given rank on every projection of every layer.
