@@ -12,6 +12,7 @@
 #include <map>
 
 #include "adapters/targets.h"
+#include "io/float_buffer.h"
 #include "io/gguf_file.h"
 #include "io/mmap.h"
 #include "util/log.h"
@@ -127,12 +128,13 @@ Result<GgufLoraScan> scan_gguf_lora(const fs::path& path) {
   return scan;
 }
 
-Result<std::vector<float>> read_floats(const MappedFile& map, const GgufTensorInfo& t) {
+Result<std::vector<float>> read_floats(const MappedFile& map, const GgufTensorInfo& t, FloatPool* pool) {
   const int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
-  std::vector<float> out(size_t(n), 0.0f);
-  const uint8_t* src = map.data() + t.offset;
-  if (t.offset + t.size > map.size())
+  if (t.offset + t.size > map.size()) {
     return errorf("invalid_adapter", "tensor '{}' lies outside the file", t.name);
+  }
+  std::vector<float> out = pool ? pool->take(size_t(n)) : prefaulted_floats(size_t(n));
+  const uint8_t* src = map.data() + t.offset;
   if (t.type == GGML_TYPE_F32) {
     std::memcpy(out.data(), src, size_t(n) * sizeof(float));
   } else {
@@ -153,7 +155,7 @@ Result<AdapterDescription> describe_gguf_lora(const fs::path& path) {
   return std::move(scan.description);
 }
 
-Result<LoraAdapter> read_gguf_lora(const fs::path& path) {
+Result<LoraAdapter> read_gguf_lora(const fs::path& path, FloatPool* pool) {
   GRAFT_TRY(GgufLoraScan scan, scan_gguf_lora(path));
   auto map = MappedFile::open(path.string());
   if (!map) return make_error("invalid_adapter", map.error().message);
@@ -162,14 +164,15 @@ Result<LoraAdapter> read_gguf_lora(const fs::path& path) {
   }
   LoraAdapter adapter;
   adapter.scaling = scan.description.scaling;
+  prefault_readable(map->data(), map->size());
   for (const LoraModule& m : scan.description.modules) {
     const auto& [a, b] = scan.tensors.at({m.layer, m.target});
     LoraPair pair;
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a, read_floats(*map, *a));
-    GRAFT_TRY(pair.b, read_floats(*map, *b));
+    GRAFT_TRY(pair.a, read_floats(*map, *a, pool));
+    GRAFT_TRY(pair.b, read_floats(*map, *b, pool));
     adapter.pairs.push_back(std::move(pair));
   }
   return adapter;

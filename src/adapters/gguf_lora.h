@@ -6,6 +6,7 @@
 #include <string>
 
 #include "adapters/lora_adapter.h"
+#include "io/float_buffer.h"
 
 namespace graft {
 
@@ -14,8 +15,9 @@ bool is_gguf_adapter(const fs::path& path);
 
 // Reads the metadata and tensor directory; no weights.
 Result<AdapterDescription> describe_gguf_lora(const fs::path& path);
-// Reads the weights (dequantized to float), checking them as describe does.
-Result<LoraAdapter> read_gguf_lora(const fs::path& path);
+// Reads the weights (dequantized to float), checking them as describe does
+// (into vectors from `pool` when one is given).
+Result<LoraAdapter> read_gguf_lora(const fs::path& path, FloatPool* pool = nullptr);
 
 struct GgufLoraWriteOptions {
   std::string architecture = "llama";  // general.architecture: must match the base model's

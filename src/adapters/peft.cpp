@@ -250,18 +250,19 @@ Result<AdapterDescription> describe_peft(const fs::path& dir) {
   return std::move(scan.description);
 }
 
-Result<LoraAdapter> read_peft(const fs::path& dir) {
+Result<LoraAdapter> read_peft(const fs::path& dir, FloatPool* pool) {
   GRAFT_TRY(PeftScan scan, scan_peft(dir));
   LoraAdapter adapter;
   adapter.scaling = scan.description.scaling;
+  scan.file->prefault();
   for (const LoraModule& m : scan.description.modules) {
     const auto& [a, b] = scan.tensors.at({m.layer, m.target});
     LoraPair pair;
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a, scan.file->read_floats(*a));
-    GRAFT_TRY(pair.b, scan.file->read_floats(*b));
+    GRAFT_TRY(pair.a, scan.file->read_floats(*a, pool));
+    GRAFT_TRY(pair.b, scan.file->read_floats(*b, pool));
     adapter.pairs.push_back(std::move(pair));
   }
   return adapter;

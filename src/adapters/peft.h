@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "adapters/lora_adapter.h"
+#include "io/float_buffer.h"
 #include "io/safetensors.h"
 
 namespace graft {
@@ -36,8 +37,9 @@ bool is_peft_folder(const fs::path& dir);
 
 // Reads the config and the safetensors header; no weights.
 Result<AdapterDescription> describe_peft(const fs::path& dir);
-// Reads the weights, checking them against the header as describe_peft does.
-Result<LoraAdapter> read_peft(const fs::path& dir);
+// Reads the weights, checking them against the header as describe_peft does
+// (into vectors from `pool` when one is given).
+Result<LoraAdapter> read_peft(const fs::path& dir, FloatPool* pool = nullptr);
 
 struct PeftWriteOptions {
   std::string base_model_name_or_path;

@@ -138,20 +138,20 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
   return {true, ""};
 }
 
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter) {
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, FloatPool* pool) {
   if (!adapter.readable()) return make_error("invalid_adapter", adapter.problem);
   const AdapterDescription& d = *adapter.description;
-  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path());
-  return read_gguf_lora(d.weights_path);
+  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path(), pool);
+  return read_gguf_lora(d.weights_path, pool);
 }
 
-Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base) {
+Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base, FloatPool* pool) {
   Compatibility compat = check_compatibility(adapter, base);
   if (!compat.compatible) {
     return errorf(adapter.readable() ? "incompatible_adapter" : "invalid_adapter", "adapter '{}': {}",
                   adapter.id, compat.reason);
   }
-  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter));
+  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter, pool));
   // The files may have changed since they were described: check what was read.
   AdapterDescription read = *adapter.description;
   read.modules = modules_of(weights);

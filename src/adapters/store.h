@@ -16,6 +16,7 @@
 #include "adapters/base_model.h"
 #include "adapters/lora_adapter.h"
 #include "adapters/metadata.h"
+#include "io/float_buffer.h"
 
 namespace graft {
 
@@ -52,9 +53,11 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
 
 // Reads the weights, checks that they fit the base, and prepares them for
 // Model::mount_lora. Errors ("invalid_adapter", "incompatible_adapter") say why.
-Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base);
+// Vectors come from `pool` when one is given.
+Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base,
+                                   FloatPool* pool = nullptr);
 // Reads the weights as stored (for writing them in another format).
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter);
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, FloatPool* pool = nullptr);
 
 class AdapterStore {
  public:

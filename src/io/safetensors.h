@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/float_buffer.h"
 #include "io/mmap.h"
 #include "util/result.h"
 
@@ -46,8 +47,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   std::span<const uint8_t> bytes(const SafetensorsTensor& tensor) const;
-  // The tensor's values widened to float (F32, F16 and BF16 only).
-  Result<std::vector<float>> read_floats(const SafetensorsTensor& tensor) const;
+  // Maps every page now, in one call, before all tensors are read.
+  void prefault() const;
+  // The tensor's values widened to float (F32, F16 and BF16 only), in a
+  // vector from `pool` when one is given.
+  Result<std::vector<float>> read_floats(const SafetensorsTensor& tensor, FloatPool* pool = nullptr) const;
 
  private:
   std::string path_;

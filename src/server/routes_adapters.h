@@ -30,7 +30,7 @@ class AdapterService {
   // Reads the served model's identity and loads --force-adapter (if any),
   // making it the default selection. Errors say what could not be loaded.
   static Result<std::unique_ptr<AdapterService>> create(ServedModel& model, AdapterServiceOptions options);
-  // Finishes the load or unload in progress. Destroy it after the HTTP
+  // Finishes the loads and unloads queued. Destroy it after the HTTP
   // server stopped and before the served model goes.
   ~AdapterService();
   AdapterService(const AdapterService&) = delete;
