@@ -76,6 +76,9 @@ bool Scheduler::try_admit(StepPlan& plan) {
   PrefixMatch match;
   if (config_.prefix_cache) match = longest_prefix(s);
   if (match.length < config_.min_prefix) match = PrefixMatch{};
+  // Requests that arrive together with the same preamble: the first computes
+  // it, the others copy it once it is in KV (this request stays at the head).
+  if (config_.prefix_cache && pending_shared_prefix(s) >= match.length + config_.min_wait_gain) return false;
 
   SeqId seq = -1;
   if (match.from_cache && match.length == static_cast<int>(match.cached->tokens.size())) {
@@ -122,6 +125,16 @@ Scheduler::PrefixMatch Scheduler::longest_prefix(const Sequence& incoming) {
     if (!(r.adapters == incoming.adapters)) continue;
     int n = common_prefix(std::span(r.tokens).first(r.n_computed), incoming.tokens, cap);
     if (n > best.length) best = PrefixMatch{n, &r, {}, false};
+  }
+  return best;
+}
+
+int Scheduler::pending_shared_prefix(const Sequence& incoming) const {
+  int best = 0;
+  for (const Sequence& r : running_) {
+    if (r.n_computed >= r.n_prompt || !(r.adapters == incoming.adapters)) continue;
+    best = std::max(
+        best, common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1));
   }
   return best;
 }

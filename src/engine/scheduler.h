@@ -4,7 +4,8 @@
 // one decode row, and fills the rest of the step with prompt chunks (chunked
 // prefill, so running streams keep flowing while a long prompt is read). It
 // keeps finished sequences as reusable prefixes while the budget allows and
-// starts a new request from the longest cached prefix it shares.
+// starts a new request from the longest cached prefix it shares (waiting, if
+// need be, until a prompt being read that starts the same way is in KV).
 //
 // It only decides: the plan it returns lists the KV edits to make and the
 // batch to run. It owns no model and no KV memory, and is tested alone.
@@ -32,6 +33,10 @@ struct SchedulerConfig {
   int step_tokens = 512;      // most rows in one step (decode rows + prompt chunks)
   bool prefix_cache = true;
   int min_prefix = 4;  // shortest shared prefix worth copying
+  // A waiting request whose prompt shares at least this many more tokens with
+  // a prompt still being read waits for that prompt's KV instead of
+  // computing the shared part again.
+  int min_wait_gain = 32;
 };
 
 // A KV edit the executor makes before the step's batch, in list order.
@@ -127,6 +132,7 @@ class Scheduler {
   int64_t projected(int prompt_tokens, int max_new) const;
   bool try_admit(StepPlan& plan);
   PrefixMatch longest_prefix(const Sequence& incoming);
+  int pending_shared_prefix(const Sequence& incoming) const;
   bool take_free_seq(SeqId& seq, const CachedPrefix* keep);
   void evict(std::list<CachedPrefix>::iterator it);
   void add_rows(StepPlan& plan);

@@ -46,10 +46,10 @@ TEST(Scheduler, RefusesRequestsThatCanNeverFit) {
 
 TEST(Scheduler, AdmitsInOrderWhileProjectedKvFits) {
   Scheduler s(config(/*budget=*/100));
-  s.enqueue(1, tokens(10), 30, {});  // 40
-  s.enqueue(2, tokens(10), 30, {});  // 40
-  s.enqueue(3, tokens(10), 30, {});  // 40: over 100, waits
-  s.enqueue(4, tokens(2), 3, {});    // would fit, but FIFO keeps it behind 3
+  s.enqueue(1, tokens(10, 100), 30, {});  // 40
+  s.enqueue(2, tokens(10, 200), 30, {});  // 40
+  s.enqueue(3, tokens(10, 300), 30, {});  // 40: over 100, waits
+  s.enqueue(4, tokens(2, 400), 3, {});    // would fit, but FIFO keeps it behind 3
   StepPlan plan = s.plan_step();
   ASSERT_EQ(plan.admitted.size(), 2u);
   EXPECT_EQ(plan.admitted[0].id, 1u);
@@ -67,7 +67,7 @@ TEST(Scheduler, AdmitsInOrderWhileProjectedKvFits) {
 
 TEST(Scheduler, RunsAtMostMaxRunning) {
   Scheduler s(config(1000, /*max_running=*/2));
-  for (RequestId id = 1; id <= 3; ++id) s.enqueue(id, tokens(4), 4, {});
+  for (RequestId id = 1; id <= 3; ++id) s.enqueue(id, tokens(4, static_cast<TokenId>(id * 100)), 4, {});
   StepPlan plan = s.plan_step();
   EXPECT_EQ(plan.admitted.size(), 2u);
   EXPECT_EQ(s.n_running(), 2);
@@ -117,8 +117,8 @@ TEST(Scheduler, DecodeRowsKeepFlowingWhileAPromptIsPrefilled) {
 
 TEST(Scheduler, FinishesOnePromptPerStepBeforeStartingTheNext) {
   Scheduler s(config(1000, 4, /*step_tokens=*/32));
-  s.enqueue(1, tokens(20), 5, {});
-  s.enqueue(2, tokens(20), 5, {});
+  s.enqueue(1, tokens(20, 100), 5, {});
+  s.enqueue(2, tokens(20, 200), 5, {});
   StepPlan first = s.plan_step();
   EXPECT_EQ(first.batch.size(), 20u);  // 2 would not finish in the 12 rows left: not started
   EXPECT_EQ(first.samplers, (std::vector<RequestId>{1}));
@@ -130,7 +130,7 @@ TEST(Scheduler, FinishesOnePromptPerStepBeforeStartingTheNext) {
 
 TEST(Scheduler, ShortPromptsShareOneStep) {
   Scheduler s(config(1000, 4, /*step_tokens=*/64));
-  for (RequestId id = 1; id <= 4; ++id) s.enqueue(id, tokens(10), 5, {});
+  for (RequestId id = 1; id <= 4; ++id) s.enqueue(id, tokens(10, static_cast<TokenId>(id * 100)), 5, {});
   StepPlan plan = s.plan_step();
   EXPECT_EQ(plan.batch.size(), 40u);
   EXPECT_EQ(plan.samplers, (std::vector<RequestId>{1, 2, 3, 4}));
@@ -152,8 +152,8 @@ TEST(Scheduler, ReleasedRequestFreesItsSequenceNextStep) {
 
 TEST(Scheduler, ReleasingAWaitingRequestDropsIt) {
   Scheduler s(config(/*budget=*/30));
-  s.enqueue(1, tokens(10), 15, {});
-  s.enqueue(2, tokens(10), 15, {});
+  s.enqueue(1, tokens(10, 100), 15, {});
+  s.enqueue(2, tokens(10, 200), 15, {});
   (void)s.plan_step();
   EXPECT_TRUE(s.is_waiting(2));
   s.release(2, false);
@@ -223,6 +223,30 @@ TEST(Scheduler, ReusesThePrefixOfARunningSequence) {
   ASSERT_EQ(plan.admitted.size(), 1u);
   EXPECT_EQ(plan.admitted[0].cached_tokens, 20);
   EXPECT_EQ(plan.kv_ops[0], (KvOp{KvOp::Kind::kCopyPrefix, plan.admitted[0].seq, src, 20}));
+}
+
+TEST(Scheduler, RequestsWithTheSamePreambleWaitForTheFirstToReadIt) {
+  Scheduler s(config(1000, 4, /*step_tokens=*/64));
+  std::vector<TokenId> preamble = tokens(100);
+  for (RequestId id = 1; id <= 3; ++id) {
+    std::vector<TokenId> p = preamble;
+    p.insert(p.end(), {static_cast<TokenId>(500 + id), static_cast<TokenId>(600 + id)});
+    s.enqueue(id, p, 5, {});
+  }
+  s.enqueue(4, tokens(8, 900), 5, {});  // behind them in the queue
+  StepPlan plan = s.plan_step();
+  ASSERT_EQ(plan.admitted.size(), 1u);  // 2 and 3 wait for 1's preamble, 4 waits its turn
+  EXPECT_EQ(s.n_waiting(), 3);
+  sample_all(s, plan);
+  plan = s.plan_step();  // 1 has 64 of its 102 tokens in KV: 2 could copy 64, but 100 are coming
+  EXPECT_TRUE(plan.admitted.empty());
+  sample_all(s, plan);
+  plan = s.plan_step();  // 1's prompt is in KV now
+  ASSERT_EQ(plan.admitted.size(), 3u);
+  EXPECT_EQ(plan.admitted[0].cached_tokens, 100);
+  EXPECT_EQ(plan.admitted[1].cached_tokens, 100);
+  EXPECT_EQ(plan.admitted[2].cached_tokens, 0);
+  EXPECT_EQ(plan.samplers, (std::vector<RequestId>{1, 2, 3, 4}));  // 1 decodes, 2-4 read what is left
 }
 
 TEST(Scheduler, NeverReusesKvComputedWithOtherAdapters) {
