@@ -78,6 +78,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     if (request_.stream) {
       exchange_->start_events();
       if (chat_) send_chunk(RequestJson{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      if (!chat_ && request_.echo) send_chunk(RequestJson(prompt_text_), nullptr, nullptr);
     }
   }
 

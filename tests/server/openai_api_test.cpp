@@ -197,6 +197,18 @@ TEST_F(OpenAiApi, StreamedEqualsWholeForGreedyRequests) {
   }
 }
 
+TEST_F(OpenAiApi, EchoPutsThePromptFirst) {
+  json request = completion("Echo me", 4);
+  request["echo"] = true;
+  std::string whole = post_json("/v1/completions", request)["choices"][0]["text"];
+  EXPECT_EQ(whole.rfind("Echo me", 0), 0u) << whole;
+  EXPECT_GT(whole.size(), std::string("Echo me").size());
+  std::string streamed;
+  for (const auto& c : post_stream("/v1/completions", request))
+    streamed += c["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, whole);
+}
+
 TEST_F(OpenAiApi, IncludeUsageSendsAUsageChunkLast) {
   json request = completion("Hello", 4);
   request["stream_options"] = {{"include_usage", true}};
