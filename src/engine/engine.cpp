@@ -80,6 +80,10 @@ Result<RequestId> Engine::submit(GenerationRequest request, EventSink sink) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return make_error("unavailable", "the engine is shutting down");
+    if (stats_.waiting >= config_.max_waiting) {
+      return errorf("overloaded", "the server is busy: {} requests are already waiting; retry later",
+                    stats_.waiting);
+    }
     id = next_id_++;
     active->id = id;
     count_routes(active->request.adapters, +1);

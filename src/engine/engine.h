@@ -31,6 +31,7 @@ struct EngineConfig {
   int max_running = 4;           // requests in flight at once (--parallel)
   int step_tokens = 512;         // most rows in one step
   bool prefix_cache = true;
+  int max_waiting = 1024;  // more queued requests are refused ("overloaded")
 };
 
 // A snapshot for /stats and /health, cheap to take from any thread.

@@ -66,6 +66,15 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     auto id = model_.engine().submit(request_.generation, std::move(sink));
     if (!id) {
       const Error& error = id.error();
+      if (error.code == "overloaded" || error.code == "unavailable") {
+        ApiError busy;
+        busy.status = 503;
+        busy.type = "server_error";
+        busy.message = error.message;
+        busy.code = error.code;
+        exchange_->send_error(busy);
+        return;
+      }
       std::string param = error.code == "kv_budget_exceeded"        ? "max_tokens"
                           : error.code == "context_length_exceeded" ? (chat_ ? "messages" : "prompt")
                                                                     : "";

@@ -241,6 +241,31 @@ TEST(Engine, RefusesRequestsThatCanNeverRun) {
   EXPECT_EQ(ok.ids().size(), 4u);
 }
 
+TEST(Engine, RefusesRequestsBeyondTheWaitingLimit) {
+  FakeExecutor::Options options;
+  options.step_delay = 5ms;
+  EngineConfig config;
+  config.max_running = 1;
+  config.max_waiting = 2;
+  Harness h(options, config);
+  std::vector<std::unique_ptr<Collector>> cs;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    auto id = h.engine->submit(request(prompt_of(4, i), 30), cs.back()->sink());
+    if (!id) {
+      EXPECT_EQ(id.error().code, "overloaded");
+      ++refused;
+      cs.pop_back();
+    }
+  }
+  EXPECT_GE(refused, 3);
+  for (auto& c : cs) EXPECT_EQ(c->wait().finish_reason, FinishReason::kLength);
+  Collector later;
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(4, 9), 2), later.sink()).ok());
+  EXPECT_EQ(later.wait().finish_reason, FinishReason::kLength);
+}
+
 TEST(Engine, WaitsWhenTheKvBudgetIsFullThenRuns) {
   FakeExecutor::Options options;
   options.kv_cells = 60;
