@@ -16,8 +16,12 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 
 namespace {
 
-// sum over the row's adapters of scale * B (A x), for x [n_in, n_rows].
-ggml_tensor* lora_delta(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x) {
+// y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
+// [n_in, n_rows] and y [n_out, n_rows]. The deltas go into y one at a time, in
+// the selection's order, as llama.cpp applies its adapters: summing them
+// first rounds differently, and through q8_0 activations that can change a
+// greedy token.
+ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x, ggml_tensor* y) {
   ggml_context* ctx = g.ctx;
   const LoraInputs& in = *g.lora;
   // After select_output_rows only the output rows are left.
@@ -29,11 +33,10 @@ ggml_tensor* lora_delta(GraphContext& g, const LoraSet::Stack& stack, ggml_tenso
   ggml_tensor* bax = ggml_mul_mat_id(ctx, stack.b, ax, slots);  // [n_out, n_used, n_rows]
   bax = ggml_mul(ctx, bax, scales);
   const int64_t n_out = bax->ne[0];
-  ggml_tensor* sum = ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], 0);
-  for (int u = 1; u < in.n_used; ++u) {
-    sum = ggml_add(ctx, sum, ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], size_t(u) * bax->nb[1]));
+  for (int u = 0; u < in.n_used; ++u) {
+    y = ggml_add(ctx, y, ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], size_t(u) * bax->nb[1]));
   }
-  return sum;
+  return y;
 }
 
 }  // namespace
@@ -43,7 +46,7 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
   ggml_tensor* y = ggml_mul_mat(g.ctx, w, x);
   if (g.lora) {
     LoraSet::Stack stack = model.lora().stack(layer, target);
-    if (stack.a) y = ggml_add(g.ctx, y, lora_delta(g, stack, x));
+    if (stack.a) y = add_lora_deltas(g, stack, x, y);
   }
   if (bias) y = ggml_add(g.ctx, y, bias);
   return y;
