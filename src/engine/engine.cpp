@@ -1,6 +1,12 @@
 #include "engine/engine.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <set>
 
@@ -131,6 +137,15 @@ void Engine::count_routes(const AdapterRoute& route, int delta) {
 }
 
 void Engine::loop() {
+  if (config_.compute_nice != 0) {
+    // On Linux the niceness is per thread; ggml's compute threads, started
+    // from this one, inherit it.
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    if (::setpriority(PRIO_PROCESS, tid, config_.compute_nice) != 0) {
+      GRAFT_LOG_WARN("cannot set the compute threads' niceness to {}: {}", config_.compute_nice,
+                     std::strerror(errno));
+    }
+  }
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] {
@@ -243,7 +258,10 @@ void Engine::step() {
   std::vector<RowSampler*> samplers;
   samplers.reserve(plan.samplers.size());
   for (RequestId id : plan.samplers) samplers.push_back(active_.at(id)->sampler.get());
+  const auto t0 = Clock::now();
   auto sampled = executor_->step(plan.batch, samplers);
+  GRAFT_LOG_DEBUG("step: {} rows, {} outputs, {:.1f} ms", plan.batch.size(), samplers.size(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   if (!sampled || sampled->size() != samplers.size()) {
     std::string error =
         sampled ? "the executor returned the wrong number of tokens" : sampled.error().message;

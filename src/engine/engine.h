@@ -32,6 +32,9 @@ struct EngineConfig {
   int step_tokens = 512;         // most rows in one step
   bool prefix_cache = true;
   int max_waiting = 1024;  // more queued requests are refused ("overloaded")
+  // Niceness of the engine thread and the compute threads it starts: above 0,
+  // HTTP threads (and /health) get a core at once while a batch computes.
+  int compute_nice = 5;
 };
 
 // A snapshot for /stats and /health, cheap to take from any thread.

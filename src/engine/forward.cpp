@@ -53,7 +53,7 @@ Status Forward::check(const Batch& batch) const {
 void Forward::build(const Shape& shape) {
   if (ctx_) ggml_free(ctx_);
   const ModelConfig& c = model_.config();
-  const size_t max_nodes = size_t(c.n_layer) * 160 + 256;
+  const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size()) + 256;
   graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
   params.mem_size = graph_memory_.size();
@@ -77,9 +77,12 @@ void Forward::build(const Shape& shape) {
     g.out_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_outputs), "out_rows");
   }
   g.attention.layers = cache_.layer_tensors();
-  g.attention.n_kv = shape.n_kv;
   g.attention.store_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I64, shape.n_rows), "store_rows");
-  g.attention.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, shape.n_kv, shape.n_rows), "mask");
+  for (const KvCache::Window& w : shape.windows) {
+    AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
+    group.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    g.attention.groups.push_back(group);
+  }
   lora_inputs_ = LoraInputs{};
   if (shape.lora_used > 0) {
     lora_inputs_.n_used = shape.lora_used;
@@ -126,7 +129,9 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     }
     if (k == 0) out[k++] = n - 1;  // nothing asked for: compute one row, return none
   }
-  cache_.fill_mask(batch, placement.n_kv, static_cast<ggml_fp16_t*>(g.attention.mask->data));
+  for (size_t i = 0; i < placement.windows.size(); ++i) {
+    cache_.fill_mask(batch, placement.windows[i], static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+  }
   if (g.lora) {
     const LoraSet& lora = model_.lora();
     const int n_used = lora_inputs_.n_used;
@@ -163,7 +168,7 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   shape.n_rows = int(batch.size());
   const int n_logits = batch.n_logits();
   shape.n_outputs = std::max(1, n_logits);
-  shape.n_kv = placement.n_kv;
+  shape.windows = placement.windows;
   for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
   shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
   if (!have_graph_ || !(shape == shape_)) build(shape);

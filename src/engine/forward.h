@@ -48,7 +48,7 @@ class Forward {
   struct Shape {
     int n_rows = 0;
     int n_outputs = 0;
-    int n_kv = 0;
+    std::vector<KvCache::Window> windows;
     int lora_used = 0;
     uint64_t lora_version = 0;
     bool operator==(const Shape&) const = default;

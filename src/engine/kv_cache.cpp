@@ -24,6 +24,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->cells_.resize(size_t(options.n_cells));
   cache->seq_len_.assign(size_t(options.n_seq_max), 0);
+  cache->seq_tail_.assign(size_t(options.n_seq_max), -1);
   cache->n_seq_max_ = options.n_seq_max;
   cache->type_ = options.type;
 
@@ -83,11 +84,18 @@ void KvCache::seq_free(SeqId seq) {
 void KvCache::seq_truncate(SeqId seq, int n_keep) {
   if (!valid_seq(seq) || n_keep >= seq_len_[size_t(seq)]) return;
   n_keep = std::max(n_keep, 0);
+  int tail = -1;
   for (int i = 0; i < used_end_; ++i) {
     Cell& c = cells_[size_t(i)];
-    if (c.seqs.test(size_t(seq)) && c.pos >= n_keep) release(c, seq);
+    if (!c.seqs.test(size_t(seq))) continue;
+    if (c.pos >= n_keep) {
+      release(c, seq);
+    } else if (c.pos == n_keep - 1) {
+      tail = i;
+    }
   }
   seq_len_[size_t(seq)] = n_keep;
+  seq_tail_[size_t(seq)] = tail;
   while (used_end_ > 0 && cells_[size_t(used_end_ - 1)].free()) --used_end_;
 }
 
@@ -101,17 +109,23 @@ Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
     return errorf("invalid_argument", "sequence {} holds {} positions, cannot copy {}", src,
                   seq_len_[size_t(src)], n);
   }
+  int tail = -1;
   for (int i = 0; i < used_end_; ++i) {
     Cell& c = cells_[size_t(i)];
-    if (c.seqs.test(size_t(src)) && c.pos < n) c.seqs.set(size_t(dst));
+    if (c.seqs.test(size_t(src)) && c.pos < n) {
+      c.seqs.set(size_t(dst));
+      if (c.pos == n - 1) tail = i;
+    }
   }
   seq_len_[size_t(dst)] = n;
+  seq_tail_[size_t(dst)] = tail;
   return {};
 }
 
 void KvCache::clear() {
   for (Cell& c : cells_) c = Cell{};
   std::fill(seq_len_.begin(), seq_len_.end(), 0);
+  std::fill(seq_tail_.begin(), seq_tail_.end(), -1);
   n_used_ = 0;
   used_end_ = 0;
 }
@@ -146,45 +160,141 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
   }
   Placement placement;
   placement.cells.resize(size_t(n));
-  int cell = 0;
-  for (int r = 0; r < n; ++r) {
-    while (!cells_[size_t(cell)].free()) ++cell;
-    const BatchRow& row = batch.rows[size_t(r)];
-    Cell& c = cells_[size_t(cell)];
-    c.pos = row.pos;
-    c.seqs.set(size_t(row.seq));
-    ++n_used_;
-    used_end_ = std::max(used_end_, cell + 1);
-    placement.cells[size_t(r)] = cell;
+  int scattered = 0;  // where the search for single free cells goes on
+  for (int r = 0; r < n;) {
+    // A run of rows of one sequence.
+    const SeqId seq = batch.rows[size_t(r)].seq;
+    int end = r + 1;
+    while (end < n && batch.rows[size_t(end)].seq == seq) ++end;
+    const int m = end - r;
+    int start = -1;
+    const int tail = seq_tail_[size_t(seq)];
+    if (tail >= 0 && tail + m < cells_total()) {
+      start = tail + 1;
+      for (int i = start; i < start + m; ++i) {
+        if (!cells_[size_t(i)].free()) {
+          start = -1;
+          break;
+        }
+      }
+    }
+    if (start < 0) start = find_free_run(m);
+    for (int k = 0; k < m; ++k) {
+      int cell = start;
+      if (start >= 0) {
+        cell = start + k;
+      } else {  // no run long enough: any free cells
+        while (!cells_[size_t(scattered)].free()) ++scattered;
+        cell = scattered;
+      }
+      const BatchRow& row = batch.rows[size_t(r + k)];
+      Cell& c = cells_[size_t(cell)];
+      c.pos = row.pos;
+      c.seqs.set(size_t(row.seq));
+      ++n_used_;
+      used_end_ = std::max(used_end_, cell + 1);
+      placement.cells[size_t(r + k)] = cell;
+      seq_tail_[size_t(seq)] = cell;
+    }
+    r = end;
   }
   seq_len_ = std::move(next);
   placement.n_kv = padded_n_kv();
+  placement.windows = windows_for(batch);
   return placement;
 }
 
+int KvCache::find_free_run(int n) const {
+  int run = 0;
+  for (int i = 0; i < cells_total(); ++i) {
+    run = cells_[size_t(i)].free() ? run + 1 : 0;
+    if (run == n) return i - n + 1;
+  }
+  return -1;
+}
+
+std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
+  constexpr int kPad = 256;  // as padded_n_kv: stable shapes let graphs be reused
+  constexpr int kMaxWindows = 16;
+  // Each sequence's cells: [lo, hi).
+  std::vector<SeqId> seqs;
+  for (const BatchRow& row : batch.rows) {
+    if (std::find(seqs.begin(), seqs.end(), row.seq) == seqs.end()) seqs.push_back(row.seq);
+  }
+  std::vector<int> lo(seqs.size(), cells_total()), hi(seqs.size(), 0);
+  for (int j = 0; j < used_end_; ++j) {
+    const Cell& c = cells_[size_t(j)];
+    if (c.free()) continue;
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      if (c.seqs.test(size_t(seqs[k]))) {
+        lo[k] = std::min(lo[k], j);
+        hi[k] = j + 1;
+      }
+    }
+  }
+  // Consecutive rows share a window unless keeping them apart scans fewer
+  // cells: each window costs about as much as scanning this many
+  // (row, cell) pairs more (an attention op per layer, and joining its output).
+  constexpr int64_t kWindowCost = 2048;
+  auto cost = [](int64_t rows, int64_t cells) { return rows * cells; };
+  std::vector<Window> windows;
+  for (int r = 0; r < int(batch.size()); ++r) {
+    const size_t k = size_t(std::find(seqs.begin(), seqs.end(), batch.rows[size_t(r)].seq) - seqs.begin());
+    const int begin = lo[k] / kPad * kPad;
+    const int end = std::min(cells_total(), (hi[k] + kPad - 1) / kPad * kPad);
+    if (!windows.empty()) {
+      Window& w = windows.back();
+      const int merged_begin = std::min(w.cell_begin, begin);
+      const int merged_end = std::max(w.cell_begin + w.n_cells, end);
+      // This row's run: the rest of its sequence's rows that follow.
+      int run = 1;
+      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq) ++run;
+      const bool same_seq = batch.rows[size_t(r - 1)].seq == batch.rows[size_t(r)].seq;
+      const int64_t apart = cost(w.n_rows, w.n_cells) + cost(run, end - begin) + kWindowCost;
+      const int64_t together = cost(w.n_rows + run, merged_end - merged_begin);
+      if (same_seq || together <= apart || int(windows.size()) == kMaxWindows) {
+        w.cell_begin = merged_begin;
+        w.n_cells = merged_end - merged_begin;
+        w.n_rows += run;
+        r += run - 1;
+        continue;
+      }
+    }
+    windows.push_back(Window{r, 1, begin, end - begin});
+  }
+  return windows;
+}
+
 void KvCache::fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const {
+  fill_mask(batch, Window{0, int(batch.size()), 0, n_kv}, mask);
+}
+
+void KvCache::fill_mask(const Batch& batch, const Window& window, ggml_fp16_t* mask) const {
   const ggml_fp16_t keep = ggml_fp32_to_fp16(0.0f);
   const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
-  const int n = int(batch.size());
-  const int end = std::min(n_kv, used_end_);
-  for (int r = 0; r < n; ++r) {
+  const int width = window.n_cells;
+  const int first = window.cell_begin;
+  // Cells [first, first + in_use) may hold something; the rest is padding.
+  const int in_use = std::clamp(used_end_ - first, 0, width);
+  for (int i = 0; i < window.n_rows; ++i) {
+    const int r = window.row_begin + i;
     const BatchRow& row = batch.rows[size_t(r)];
-    ggml_fp16_t* m = mask + size_t(r) * size_t(n_kv);
+    ggml_fp16_t* m = mask + size_t(i) * size_t(width);
     // Rows of the same sequence differ only in the causal cut: start from the previous one.
-    if (r > 0 && batch.rows[size_t(r - 1)].seq == row.seq && batch.rows[size_t(r - 1)].pos < row.pos) {
-      std::copy(m - n_kv, m, m);
+    if (i > 0 && batch.rows[size_t(r - 1)].seq == row.seq && batch.rows[size_t(r - 1)].pos < row.pos) {
+      std::copy(m - width, m, m);
       const int32_t lo = batch.rows[size_t(r - 1)].pos;
-      for (int j = 0; j < end; ++j) {
-        const Cell& c = cells_[size_t(j)];
+      for (int j = 0; j < in_use; ++j) {
+        const Cell& c = cells_[size_t(first + j)];
         if (c.pos > lo && c.pos <= row.pos && c.seqs.test(size_t(row.seq))) m[j] = keep;
       }
       continue;
     }
-    for (int j = 0; j < end; ++j) {
-      const Cell& c = cells_[size_t(j)];
+    for (int j = 0; j < in_use; ++j) {
+      const Cell& c = cells_[size_t(first + j)];
       m[j] = (c.seqs.test(size_t(row.seq)) && c.pos <= row.pos) ? keep : drop;
     }
-    std::fill(m + end, m + n_kv, drop);
+    std::fill(m + in_use, m + width, drop);
   }
 }
 

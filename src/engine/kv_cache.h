@@ -57,15 +57,32 @@ class KvCache {
   // Forgets everything.
   void clear();
 
+  // Rows [row_begin, row_begin + n_rows) of a batch attend over cells
+  // [cell_begin, cell_begin + n_cells): the cells of their sequences, padded
+  // to 256-cell blocks, so a row never scans other sequences' cells (the
+  // attention kernels pay for every cell in view, masked or not).
+  struct Window {
+    int row_begin = 0;
+    int n_rows = 0;
+    int cell_begin = 0;
+    int n_cells = 0;
+    bool operator==(const Window&) const = default;
+  };
   // For Forward: checks the batch against the cache (sequence ids, positions
   // continuing each sequence, room), gives each row a cell and records it.
+  // A sequence's rows go right after its last cell when that is free, else
+  // into the first free run long enough, so sequences stay compact.
   // On error nothing changed.
   struct Placement {
     std::vector<int64_t> cells;  // per row
-    int n_kv = 0;                // rows attend over cells [0, n_kv)
+    int n_kv = 0;                // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);
-  // Fills mask [n_kv, n_rows] (F16) for the batch just placed.
+  // Fills the mask [window.n_cells, window.n_rows] (F16) of one window of the
+  // batch just placed: 0 where a row may look, -inf elsewhere.
+  void fill_mask(const Batch& batch, const Window& window, ggml_fp16_t* mask) const;
+  // The same for all rows over cells [0, n_kv).
   void fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const;
   // The cache tensors for the graph.
   std::vector<AttentionInputs::Layer> layer_tensors() const;
@@ -82,9 +99,13 @@ class KvCache {
   bool valid_seq(SeqId seq) const { return seq >= 0 && seq < n_seq_max_; }
   void release(Cell& cell, SeqId seq);
   int padded_n_kv() const;
+  // The first run of n free cells, or -1.
+  int find_free_run(int n) const;
+  std::vector<Window> windows_for(const Batch& batch) const;
 
   std::vector<Cell> cells_;
-  std::vector<int> seq_len_;  // per sequence: positions held
+  std::vector<int> seq_len_;   // per sequence: positions held
+  std::vector<int> seq_tail_;  // per sequence: the cell of its last position, -1 when unknown
   int n_used_ = 0;
   int used_end_ = 0;  // 1 + the highest cell in use
   int n_seq_max_ = 0;

@@ -12,16 +12,23 @@ namespace graft {
 
 // The KV cache as the graph sees it. Each layer's K and V are 2-D tensors
 // [n_embd_kv, n_cells]; rows are stored into the cells `store_rows` names,
-// then every row attends over cells [0, n_kv) under `mask`.
+// then each group of consecutive rows attends over its own window of cells
+// under its own mask.
 struct AttentionInputs {
   struct Layer {
     ggml_tensor* k = nullptr;
     ggml_tensor* v = nullptr;
   };
+  struct Group {
+    int row_begin = 0;
+    int n_rows = 0;
+    int cell_begin = 0;
+    int n_cells = 0;
+    ggml_tensor* mask = nullptr;  // F16 [n_cells, n_rows]: 0 where a row may look, -inf elsewhere
+  };
   std::vector<Layer> layers;
-  int n_kv = 0;
+  std::vector<Group> groups;          // cover the rows in order
   ggml_tensor* store_rows = nullptr;  // I64 [n_rows]: the cell each row's K/V goes to
-  ggml_tensor* mask = nullptr;        // F16 [n_kv, n_rows]: 0 where a row may look, -inf elsewhere
 };
 
 // Per-row adapter routing for one batch, present only when some row of the

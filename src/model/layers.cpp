@@ -71,17 +71,29 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
   ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.k, k_rows, a.store_rows));
   ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.v, v_rows, a.store_rows));
 
-  ggml_tensor* keys =
-      ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, a.n_kv, ggml_row_size(cache.k->type, head_dim),
-                   ggml_row_size(cache.k->type, n_embd_kv), 0);
-  ggml_tensor* values =
-      ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, a.n_kv, ggml_row_size(cache.v->type, head_dim),
-                   ggml_row_size(cache.v->type, n_embd_kv), 0);
-  q = ggml_permute(ctx, q, 0, 2, 1, 3);
-  keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
-  values = ggml_permute(ctx, values, 0, 2, 1, 3);
-  ggml_tensor* out = ggml_flash_attn_ext(ctx, q, keys, values, a.mask, scale, 0.0f, 0.0f);
-  ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
+  // Each group of rows over its own window of cells; the outputs are
+  // [head_dim, n_head, rows] and join along the rows.
+  ggml_tensor* out = nullptr;
+  for (const AttentionInputs::Group& group : a.groups) {
+    ggml_tensor* q_rows = a.groups.size() == 1
+                              ? q
+                              : ggml_view_3d(ctx, q, q->ne[0], q->ne[1], group.n_rows, q->nb[1], q->nb[2],
+                                             size_t(group.row_begin) * q->nb[2]);
+    const size_t cell_bytes = ggml_row_size(cache.k->type, n_embd_kv);
+    ggml_tensor* keys = ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells,
+                                     ggml_row_size(cache.k->type, head_dim), cell_bytes,
+                                     size_t(group.cell_begin) * cell_bytes);
+    ggml_tensor* values = ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells,
+                                       ggml_row_size(cache.v->type, head_dim),
+                                       ggml_row_size(cache.v->type, n_embd_kv),
+                                       size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
+    q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
+    keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
+    values = ggml_permute(ctx, values, 0, 2, 1, 3);
+    ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, group.mask, scale, 0.0f, 0.0f);
+    ggml_flash_attn_ext_set_prec(group_out, GGML_PREC_F32);
+    out = out ? ggml_concat(ctx, out, group_out, 2) : group_out;
+  }
   return ggml_reshape_2d(ctx, out, out->ne[0] * out->ne[1], out->ne[2] * out->ne[3]);
 }
 

@@ -182,6 +182,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
   engine.max_running = parallel;
   engine.step_tokens = exec.max_batch_rows;
   engine.prefix_cache = options.prefix_cache;
+  engine.compute_nice = options.compute_nice;
   served->engine_ =
       std::make_unique<Engine>(std::move(executor), make_token_text(served->tokenizer_), engine);
   return served;

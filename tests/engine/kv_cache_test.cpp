@@ -1,5 +1,7 @@
 #include "engine/kv_cache.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "engine/generate.h"
@@ -113,6 +115,105 @@ TEST(KvCache, MaskLetsRowsSeeOnlyTheirSequenceUpToTheirPosition) {
   EXPECT_TRUE(visible(1, 3));
   EXPECT_TRUE(visible(1, 4));
   for (int cell = 5; cell < placement->n_kv; ++cell) EXPECT_FALSE(visible(1, cell));
+}
+
+// Rows attend over windows of cells around their own sequences, so a long
+// sequence that is not in the batch (a cached prefix) costs them nothing.
+TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {
+  auto cache = make_cache(2048);
+  ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());   // cells 0-9
+  ASSERT_TRUE(cache->place(rows(1, 0, 600)).ok());  // cells 10-609: not in the batches below
+  Batch b = rows(2, 0, 10);
+  auto alone = cache->place(b);  // cells 610-619
+  ASSERT_TRUE(alone.ok());
+  ASSERT_EQ(alone->windows.size(), 1u);
+  EXPECT_EQ(alone->windows[0], (KvCache::Window{0, 10, 512, 256}));
+  EXPECT_EQ(alone->cells[0], 610);
+
+  // One decode row of sequence 0 (its next cell is taken, so it goes to the
+  // first free one, 620) and a prompt chunk of sequence 3: apart, the chunk
+  // scans 256 cells instead of 768.
+  Batch mixed;
+  mixed.rows.push_back({1, 10, 0, true, {}});
+  for (int i = 0; i < 20; ++i) mixed.rows.push_back({1, i, 3, i == 19, {}});
+  auto placement = cache->place(mixed);
+  ASSERT_TRUE(placement.ok());
+  ASSERT_EQ(placement->windows.size(), 2u);
+  EXPECT_EQ(placement->windows[0], (KvCache::Window{0, 1, 0, 768}));
+  EXPECT_EQ(placement->windows[1], (KvCache::Window{1, 20, 512, 256}));
+  // Every row sees exactly what it sees over all cells.
+  const int n_kv = placement->n_kv;
+  std::vector<ggml_fp16_t> whole(size_t(n_kv) * mixed.size());
+  cache->fill_mask(mixed, n_kv, whole.data());
+  for (const KvCache::Window& w : placement->windows) {
+    std::vector<ggml_fp16_t> part(size_t(w.n_cells) * size_t(w.n_rows));
+    cache->fill_mask(mixed, w, part.data());
+    for (int i = 0; i < w.n_rows; ++i) {
+      for (int cell = 0; cell < n_kv; ++cell) {
+        const bool inside = cell >= w.cell_begin && cell < w.cell_begin + w.n_cells;
+        const float want = ggml_fp16_to_fp32(whole[size_t(w.row_begin + i) * size_t(n_kv) + size_t(cell)]);
+        if (!inside) {
+          EXPECT_EQ(want, -INFINITY) << "row " << w.row_begin + i << " would miss cell " << cell;
+          continue;
+        }
+        EXPECT_EQ(ggml_fp16_to_fp32(part[size_t(i) * size_t(w.n_cells) + size_t(cell - w.cell_begin)]), want);
+      }
+    }
+  }
+}
+
+TEST(KvCache, ASequenceContinuesRightAfterItsLastCell) {
+  auto cache = make_cache(64);
+  ASSERT_TRUE(cache->place(rows(0, 0, 4)).ok());  // 0-3
+  ASSERT_TRUE(cache->place(rows(1, 0, 4)).ok());  // 4-7
+  cache->seq_free(0);
+  // Sequence 1 continues at 8, not in the hole at 0; a new 6-row prompt does
+  // not fit the 4-cell hole and goes after.
+  auto next = cache->place(rows(1, 4, 1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->cells[0], 8);
+  auto prompt = cache->place(rows(2, 0, 6));
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(prompt->cells[0], 9);
+  auto small = cache->place(rows(3, 0, 3));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->cells[0], 0);
+}
+
+// A batch whose rows attend over two windows gives the logits each row gets alone.
+TEST(KvCache, WindowedBatchEqualsEachRowAlone) {
+  const std::string model = testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16"));
+  const std::vector<TokenId> p0 = {128000, 791, 4062, 14198, 39935};
+  const std::vector<TokenId> p1 = {128000, 12805, 5304, 264, 892, 11, 304};
+  auto single = testing::open_engine(model, 2048, 4);
+  ASSERT_TRUE(single.forward);
+  std::vector<std::vector<float>> want0, want1;
+  const auto t0 = testing::greedy(single, p0, 2, 0, &want0);
+  single.cache->clear();
+  testing::greedy(single, p1, 1, 1, &want1);
+
+  auto e = testing::open_engine(model, 2048, 4);
+  std::vector<std::vector<float>> first;
+  ASSERT_EQ(testing::greedy(e, p0, 1, 0, &first)[0], t0[0]);
+  Batch filler;  // 600 cells of a sequence the batch below leaves out
+  for (int i = 0; i < 600; ++i) filler.rows.push_back({TokenId(1000 + i % 50), i, 2, false, {}});
+  ASSERT_TRUE(e.forward->run(filler).ok());
+  Batch mixed;
+  mixed.rows.push_back({t0[0], int(p0.size()), 0, true, {}});
+  for (size_t i = 0; i < p1.size(); ++i) mixed.rows.push_back({p1[i], int(i), 1, i + 1 == p1.size(), {}});
+  auto out = e.forward->run(mixed);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  ASSERT_EQ(out->n_rows, 2);
+  auto worst = [&](const float* got, const std::vector<float>& want) {
+    float top = 0, diff = 0;
+    for (size_t v = 0; v < want.size(); ++v) {
+      top = std::max(top, std::fabs(want[v]));
+      diff = std::max(diff, std::fabs(want[v] - got[v]));
+    }
+    return diff / top;
+  };
+  EXPECT_LE(worst(out->row(0), want0[1]), 1e-3f);
+  EXPECT_LE(worst(out->row(1), want1[0]), 1e-3f);
 }
 
 // Generation after copying a prefix equals generation from scratch.
