@@ -1,8 +1,10 @@
 #include "chat/template.h"
 
 #include <algorithm>
+#include <ctime>
 #include <vector>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "chat/jinja_interpreter.h"
@@ -156,13 +158,22 @@ Result<std::string> ChatTemplate::render_raw(const ChatJson& messages, const Cha
   GRAFT_TRY_STATUS(check_depth(tools, "tools"));
   GRAFT_TRY_STATUS(check_depth(opts.extra_kwargs, "chat template arguments"));
   try {
-    jinja::Interpreter interpreter(*program_, jinja::RenderLimits{},
-                                   opts.now.value_or(std::chrono::system_clock::now()));
+    const auto now = opts.now.value_or(std::chrono::system_clock::now());
+    jinja::Interpreter interpreter(*program_, jinja::RenderLimits{}, now);
     interpreter.set_global("messages", jinja::Value::borrowed(messages));
     if (tools.is_array() && !tools.empty()) interpreter.set_global("tools", jinja::Value::borrowed(tools));
     interpreter.set_global("add_generation_prompt", jinja::Value(opts.add_generation_prompt));
     interpreter.set_global("bos_token", jinja::Value(opts.bos_token));
     interpreter.set_global("eos_token", jinja::Value(opts.eos_token));
+    // What some templates expect their caller to pass (FireFunction v2:
+    // `functions`, the tools as a JSON string, and `datetime`); template
+    // arguments may override them.
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    interpreter.set_global("datetime", jinja::Value(fmt::format("{:%b %d %Y}", utc)));
+    interpreter.set_global("functions",
+                           jinja::Value(tools.is_array() ? tools.dump(4) : std::string("[]")));
     if (opts.extra_kwargs.is_object()) {
       for (const auto& [key, value] : opts.extra_kwargs.items()) {
         if (key == "messages" || key == "tools" || key == "add_generation_prompt") {

@@ -21,6 +21,8 @@ namespace fs = std::filesystem;
 
 // Where graft deliberately renders what jinja2 refuses.
 const std::map<std::string, std::string> kGraftRendersWhereJinja2Fails = {
+    {"fireworks-ai-llama-3-firefunction-v2",
+     "graft passes `functions` (the tools as JSON) and `datetime`, which this template needs"},
     {"Kimi-K2-Instruct", "list.append/pop on a list the template built (the HF sandbox forbids it)"},
     {"Kimi-K2-Thinking", "list.append/pop on a list the template built (the HF sandbox forbids it)"},
     {"llama-cpp-deepseek-r1", "map() gives a list, which tojson can print (jinja2 gives a generator)"},

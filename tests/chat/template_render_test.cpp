@@ -89,9 +89,6 @@ TEST(ChatTemplateRender, NamedTemplatesRenderToolCallsAndResultsAsExpected) {
 // them fail for reasons the template states; any other failure is a bug.
 TEST(ChatTemplateRender, EveryBundleTemplateRenders) {
   const std::map<std::string, std::string> known_failures = {
-      // Needs the caller to pass `functions` and `datetime` template arguments.
-      {"fireworks-ai-llama-3-firefunction-v2 basic", "'functions' is undefined"},
-      {"fireworks-ai-llama-3-firefunction-v2 tools", "'functions' is undefined"},
       // Gemma 2 has no tool role: the template insists on user/model turns.
       {"google-gemma-2-2b-it tools", "Conversation roles must alternate"},
   };
