@@ -110,6 +110,16 @@ void Forward::build(const Shape& shape) {
   ++graphs_built_;
 }
 
+void Forward::reserve(int n_rows, int n_outputs) {
+  if (n_rows <= 0) return;
+  Shape shape;
+  shape.n_rows = n_rows;
+  shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
+  shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
+  build(shape);
+  --graphs_built_;  // not a batch's graph
+}
+
 void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement) {
   const GraphContext& g = graph_;
   const int n = int(batch.size());

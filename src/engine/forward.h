@@ -40,6 +40,10 @@ class Forward {
   // adapter) leave the cache as it was.
   Result<LogitsView> run(const Batch& batch);
 
+  // Sizes the compute buffer for batches of up to n_rows rows and n_outputs
+  // logits rows over the whole cache, so that such batches never grow it.
+  void reserve(int n_rows, int n_outputs);
+
   int n_threads() const { return n_threads_; }
   // Graphs built so far (a batch of the same shape as the last reuses its graph).
   int graphs_built() const { return graphs_built_; }

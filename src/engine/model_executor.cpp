@@ -45,7 +45,11 @@ class ModelSampler : public RowSampler {
 class ModelExecutor : public Executor {
  public:
   ModelExecutor(Model& model, std::unique_ptr<KvCache> cache, int n_threads, const ExecutorLimits& limits)
-      : model_(model), cache_(std::move(cache)), forward_(model_, *cache_, n_threads), limits_(limits) {}
+      : model_(model), cache_(std::move(cache)), forward_(model_, *cache_, n_threads), limits_(limits) {
+    // The compute buffer for the largest batch, up front: otherwise each
+    // batch larger than all before reallocates it (and faults in new pages).
+    forward_.reserve(limits_.max_batch_rows, std::min(limits_.max_batch_rows, limits_.max_sequences));
+  }
 
   const ExecutorLimits& limits() const override { return limits_; }
 
