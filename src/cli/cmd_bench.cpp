@@ -91,7 +91,7 @@ double bench_batched(Forward& forward, KvCache& cache, int n_rows, int pp, int t
   for (int step = 0; step < tg; ++step) {
     batch.clear();
     for (int s = 0; s < n_rows; ++s)
-      batch.rows.push_back({token_at(step + s, n_vocab), pp + step, s, true, {}});
+      batch.rows.push_back({token_at(step + s, n_vocab), pp + step, s, true, route(s)});
     run_or_fail(forward, batch);
   }
   return double(n_rows) * tg / (now() - t0);

@@ -108,6 +108,8 @@ void Forward::build(const Shape& shape) {
   shape_ = shape;
   have_graph_ = true;
   ++graphs_built_;
+  GRAFT_LOG_DEBUG("graph built: {} rows, {} outputs, {} attention windows, {} adapters per row", shape.n_rows,
+                  shape.n_outputs, shape.windows.size(), shape.lora_used);
 }
 
 void Forward::reserve(int n_rows, int n_outputs) {
