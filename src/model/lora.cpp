@@ -209,7 +209,7 @@ Status LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& want
     if (!wanted[i]) continue;
     const LoraTarget target = LoraTarget(int(i) % kLoraTargetCount);
     stacks[i].a = ggml_new_tensor_3d(ctx, type_, n_in(target), max_rank, n_slots);
-    stacks[i].b = ggml_new_tensor_3d(ctx, type_, max_rank, n_out(target), n_slots);
+    stacks[i].b = ggml_new_tensor_3d(ctx, type_, n_out(target), max_rank, n_slots);
     ggml_format_name(stacks[i].a, "lora_a.%zu", i);
     ggml_format_name(stacks[i].b, "lora_b.%zu", i);
   }
@@ -241,19 +241,16 @@ Status LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& want
   for (size_t i = 0; i < stacks.size(); ++i) {
     const Stack& old = stacks_[i];
     if (!old.a) continue;
-    const int64_t in = old.a->ne[0], out_rows = old.b->ne[1], r_old = old.a->ne[1];
+    const int64_t in = old.a->ne[0], out_rows = old.b->ne[0], r_old = old.a->ne[1];
     for (int s = 0; s < int(old.a->ne[2]); ++s) {
       if (s >= int(slots_.size()) || !slots_[size_t(s)].used) continue;
       const uint8_t* a_src = static_cast<const uint8_t*>(old.a->data) + size_t(s) * old.a->nb[2];
       uint8_t* a_dst = static_cast<uint8_t*>(stacks[i].a->data) + size_t(s) * stacks[i].a->nb[2];
       std::memcpy(a_dst, a_src, size_t(r_old * in) * es);
-      for (int64_t o = 0; o < out_rows; ++o) {
-        const uint8_t* b_src =
-            static_cast<const uint8_t*>(old.b->data) + size_t(s) * old.b->nb[2] + o * old.b->nb[1];
-        uint8_t* b_dst = static_cast<uint8_t*>(stacks[i].b->data) + size_t(s) * stacks[i].b->nb[2] +
-                         o * stacks[i].b->nb[1];
-        std::memcpy(b_dst, b_src, size_t(r_old) * es);
-      }
+      // B's rows (one per rank index) keep their layout; the new ones stay zero.
+      const uint8_t* b_src = static_cast<const uint8_t*>(old.b->data) + size_t(s) * old.b->nb[2];
+      uint8_t* b_dst = static_cast<uint8_t*>(stacks[i].b->data) + size_t(s) * stacks[i].b->nb[2];
+      std::memcpy(b_dst, b_src, size_t(r_old * out_rows) * es);
     }
   }
   if (buffer_) ggml_backend_buffer_free(buffer_);
@@ -299,18 +296,17 @@ void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
 
 void LoraSet::write_pair(int slot, const LoraPair& p) {
   const Stack& st = stacks_[size_t(index(p.layer, p.target))];
-  const int64_t in = st.a->ne[0], out_rows = st.b->ne[1];
+  const int64_t in = st.a->ne[0], out_rows = st.b->ne[0];
   uint8_t* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
   prefault_for_write(a, size_t(p.rank) * size_t(in) * ggml_type_size(type_));
   store_row(type_, p.a.data(), a, int64_t(p.rank) * in);
   uint8_t* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
-  prefault_for_write(b, size_t(out_rows) * st.b->nb[1]);
-  if (p.rank == st.b->ne[0]) {
-    store_row(type_, p.b.data(), b, out_rows * p.rank);  // same layout: one pass
-    return;
-  }
-  for (int64_t o = 0; o < out_rows; ++o) {
-    store_row(type_, p.b.data() + o * p.rank, b + o * st.b->nb[1], p.rank);
+  prefault_for_write(b, size_t(p.rank) * st.b->nb[1]);
+  // B is stored transposed: row k holds column k of the n_out x rank matrix.
+  std::vector<float> column(static_cast<size_t>(out_rows));
+  for (int64_t k = 0; k < p.rank; ++k) {
+    for (int64_t o = 0; o < out_rows; ++o) column[size_t(o)] = p.b[size_t(o * p.rank + k)];
+    store_row(type_, column.data(), b + k * st.b->nb[1], out_rows);
   }
 }
 

@@ -3,8 +3,9 @@
 // batch, the deltas of the adapters that row routes to:
 //   delta = sum_i route.scale[i] * scale_{slot_i} * B_{slot_i} (A_{slot_i} x)
 // Mounted adapters are stacked per (layer, target) into 3-D tensors (padded
-// to the largest rank), so one ggml_mul_mat_id pass serves a batch whose rows
-// use no adapter, different adapters, or stacks of them.
+// to the largest rank), so one pass (ggml_mul_mat_id for A, lora_b_product
+// for B) serves a batch whose rows use no adapter, different adapters, or
+// stacks of them.
 #pragma once
 
 #include <array>
@@ -64,7 +65,8 @@ class LoraSet {
   uint64_t version() const { return version_; }
 
   // The stacked matrices of one (layer, target), or nulls when no mounted
-  // adapter touches it. A: [n_in, max_rank, n_slots]; B: [max_rank, n_out, n_slots].
+  // adapter touches it. A: [n_in, max_rank, n_slots]; B, transposed:
+  // [n_out, max_rank, n_slots] (see lora_ops.h).
   struct Stack {
     ggml_tensor* a = nullptr;
     ggml_tensor* b = nullptr;
