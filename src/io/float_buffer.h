@@ -18,6 +18,9 @@ std::vector<float> prefaulted_floats(size_t n);
 // Maps the pages of [data, data + size) of a file mapping that is about to
 // be read whole, in one call (best effort).
 void prefault_readable(const void* data, size_t size);
+// Maps the pages of [data, data + size) writable in one call, contents
+// unchanged, before they are written (best effort).
+void prefault_writable(void* data, size_t size);
 
 // Vectors to reuse. Not thread-safe.
 class FloatPool {

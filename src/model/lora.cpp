@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "io/float_buffer.h"
 #include "model/model.h"
 
 namespace graft {
@@ -269,21 +270,6 @@ Status LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& want
 
 namespace {
 
-// Maps the pages of [p, p + n) in one call before they are written: on VMs
-// whose page faults are slow, faulting them one at a time is most of a
-// mount's time (best effort; older kernels fault them as usual).
-void prefault_for_write(void* p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = uintptr_t(p) & ~(page - 1);
-  const uintptr_t end = uintptr_t(p) + n;
-  if (n > 0) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
 void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
   if (type == GGML_TYPE_F16) {
     ggml_cpu_fp32_to_fp16(src, static_cast<ggml_fp16_t*>(dst), n);
@@ -298,10 +284,10 @@ void LoraSet::write_pair(int slot, const LoraPair& p) {
   const Stack& st = stacks_[size_t(index(p.layer, p.target))];
   const int64_t in = st.a->ne[0], out_rows = st.b->ne[0];
   uint8_t* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
-  prefault_for_write(a, size_t(p.rank) * size_t(in) * ggml_type_size(type_));
+  prefault_writable(a, size_t(p.rank) * size_t(in) * ggml_type_size(type_));
   store_row(type_, p.a.data(), a, int64_t(p.rank) * in);
   uint8_t* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
-  prefault_for_write(b, size_t(p.rank) * st.b->nb[1]);
+  prefault_writable(b, size_t(p.rank) * st.b->nb[1]);
   // B is stored transposed: row k holds column k of the n_out x rank matrix.
   std::vector<float> column(static_cast<size_t>(out_rows));
   for (int64_t k = 0; k < p.rank; ++k) {
