@@ -142,6 +142,9 @@ void run_bench(const BenchOptions& o) {
   // Warm-up (page faults, thread start).
   bench_decode(forward, **cache, 4, n_vocab);
   if (o.pp > 0) {
+    // One untimed run first, as llama-bench does: the first batch of a new
+    // size builds its graph and faults in its compute buffer.
+    bench_prefill(forward, **cache, o.pp, n_vocab);
     Stat s = repeat(o.reps, [&] { return bench_prefill(forward, **cache, o.pp, n_vocab); });
     std::printf("%-14s %12.2f %10.2f\n", ("pp" + std::to_string(o.pp)).c_str(), s.mean, s.sd);
     std::fflush(stdout);
