@@ -23,26 +23,6 @@ PORT=${PORT:-18241}
 OUT=${OUT:-$(mktemp -d /tmp/graft-adapters-bench.XXXXXX)}
 ADAPTERS=$OUT/adapters
 mkdir -p "$ADAPTERS"
-SERVER_PID=
-
-stop_server() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID"
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  SERVER_PID=
-}
-trap stop_server EXIT
-
-wait_ready() {
-  for _ in $(seq 1 900); do
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "server exited; see $1" >&2; return 1; fi
-    sleep 0.2
-  done
-  echo "server did not get ready; see $1" >&2
-  return 1
-}
 
 echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, $STREAMS streams x $TOKENS tokens," \
   "rank $RANK, rounds: $ROUNDS, load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -16,3 +16,26 @@ if [ ! -f "$MODEL" ]; then
   "$GRAFT" make-test-model "$MODEL" --arch llama --embd 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 8192 \
     --ctx 8192 --type q4_0 --name "graft-bench-1b" >/dev/null
 fi
+
+# Servers the scripts start: SERVER_PID is the one running (stopped on exit),
+# wait_ready LOG waits until it answers /health on $PORT.
+SERVER_PID=
+
+stop_server() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID"
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  SERVER_PID=
+}
+trap stop_server EXIT
+
+wait_ready() {
+  for _ in $(seq 1 900); do
+    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "server exited; see $1" >&2; return 1; fi
+    sleep 0.2
+  done
+  echo "server did not get ready; see $1" >&2
+  return 1
+}

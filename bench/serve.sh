@@ -15,26 +15,6 @@ SCENARIOS=${SCENARIOS:-single short4 long4 shared4 health8}
 OUT=${OUT:-$(mktemp -d /tmp/graft-serve-bench.XXXXXX)}
 PORT=${PORT:-18231}
 mkdir -p "$OUT"
-SERVER_PID=
-
-stop_server() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID"
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  SERVER_PID=
-}
-trap stop_server EXIT
-
-wait_ready() {
-  for _ in $(seq 1 600); do
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "server exited; see $1" >&2; return 1; fi
-    sleep 0.2
-  done
-  echo "server did not get ready; see $1" >&2
-  return 1
-}
 
 run_scenarios() {
   local name=$1
