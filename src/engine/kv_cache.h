@@ -71,7 +71,8 @@ class KvCache {
   // For Forward: checks the batch against the cache (sequence ids, positions
   // continuing each sequence, room), gives each row a cell and records it.
   // A sequence's rows go right after its last cell when that is free, else
-  // into the first free run long enough, so sequences stay compact.
+  // into the next free run long enough; a new sequence starts halfway into
+  // the longest free run. So sequences stay compact.
   // On error nothing changed.
   struct Placement {
     std::vector<int64_t> cells;  // per row
@@ -99,8 +100,16 @@ class KvCache {
   bool valid_seq(SeqId seq) const { return seq >= 0 && seq < n_seq_max_; }
   void release(Cell& cell, SeqId seq);
   int padded_n_kv() const;
-  // The first run of n free cells, or -1.
-  int find_free_run(int n) const;
+  // Windows and n_kv are padded to blocks of this many cells, as llama.cpp
+  // pads n_kv: the attention kernels then see few distinct shapes, and graphs
+  // can be reused across steps.
+  static constexpr int kWindowPad = 256;
+  // The first run of n free cells at or after `from` (wrapping around), or -1.
+  int find_free_run(int n, int from) const;
+  // Where a new sequence's first n rows go: halfway into the longest free
+  // run, so sequences placed one after another leave each other room to grow
+  // and each stays one compact window. -1 when no run is long enough.
+  int place_new_sequence(int n) const;
   std::vector<Window> windows_for(const Batch& batch) const;
 
   std::vector<Cell> cells_;

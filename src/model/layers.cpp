@@ -1,5 +1,7 @@
 #include "model/layers.h"
 
+#include <vector>
+
 #include "model/lora_ops.h"
 
 namespace graft {
@@ -75,7 +77,7 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
 
   // Each group of rows over its own window of cells; the outputs are
   // [head_dim, n_head, rows] and join along the rows.
-  ggml_tensor* out = nullptr;
+  std::vector<ggml_tensor*> outs;
   for (const AttentionInputs::Group& group : a.groups) {
     ggml_tensor* q_rows = a.groups.size() == 1
                               ? q
@@ -94,8 +96,17 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
     ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, group.mask, scale, 0.0f, 0.0f);
     ggml_flash_attn_ext_set_prec(group_out, GGML_PREC_F32);
-    out = out ? ggml_concat(ctx, out, group_out, 2) : group_out;
+    outs.push_back(group_out);
   }
+  // Joined pairwise, so each row is copied log2(groups) times rather than up
+  // to groups times along a chain.
+  while (outs.size() > 1) {
+    std::vector<ggml_tensor*> joined;
+    for (size_t i = 0; i + 1 < outs.size(); i += 2) joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
+    if (outs.size() % 2 == 1) joined.push_back(outs.back());
+    outs = std::move(joined);
+  }
+  ggml_tensor* out = outs[0];
   return ggml_reshape_2d(ctx, out, out->ne[0] * out->ne[1], out->ne[2] * out->ne[3]);
 }
 

@@ -108,39 +108,45 @@ TEST(KvCache, MaskLetsRowsSeeOnlyTheirSequenceUpToTheirPosition) {
   auto visible = [&](int row, int cell) {
     return ggml_fp16_to_fp32(mask[size_t(row * placement->n_kv + cell)]) == 0.0f;
   };
-  // Cells 0-2 hold sequence 0, cells 3-4 sequence 1 at positions 0 and 1.
-  for (int cell = 0; cell < 3; ++cell) EXPECT_FALSE(visible(0, cell));
-  EXPECT_TRUE(visible(0, 3));
-  EXPECT_FALSE(visible(0, 4));  // causal: position 1 is after row 0's position 0
-  EXPECT_TRUE(visible(1, 3));
-  EXPECT_TRUE(visible(1, 4));
-  for (int cell = 5; cell < placement->n_kv; ++cell) EXPECT_FALSE(visible(1, cell));
+  // Sequence 0 holds cells 0-2; sequence 1 starts halfway into the free
+  // cells after them, at positions 0 and 1.
+  const int c0 = int(placement->cells[0]), c1 = int(placement->cells[1]);
+  EXPECT_EQ(c0, 8);
+  EXPECT_EQ(c1, 9);
+  for (int cell = 0; cell < placement->n_kv; ++cell) {
+    EXPECT_EQ(visible(0, cell), cell == c0) << cell;  // causal: not its own position 1
+    EXPECT_EQ(visible(1, cell), cell == c0 || cell == c1) << cell;
+  }
 }
 
 // Rows attend over windows of cells around their own sequences, so a long
 // sequence that is not in the batch (a cached prefix) costs them nothing.
 TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {
   auto cache = make_cache(2048);
-  ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());   // cells 0-9
-  ASSERT_TRUE(cache->place(rows(1, 0, 600)).ok());  // cells 10-609: not in the batches below
+  ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());  // cells 0-9
+  auto cached = cache->place(rows(1, 0, 600));      // not in the batches below
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->cells[0], 512);  // halfway into 10-2047, on a window boundary
   Batch b = rows(2, 0, 10);
-  auto alone = cache->place(b);  // cells 610-619
+  auto alone = cache->place(b);
   ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->cells[0], 1536);  // halfway into 1112-2047
   ASSERT_EQ(alone->windows.size(), 1u);
-  EXPECT_EQ(alone->windows[0], (KvCache::Window{0, 10, 512, 256}));
-  EXPECT_EQ(alone->cells[0], 610);
+  EXPECT_EQ(alone->windows[0], (KvCache::Window{0, 10, 1536, 256}));
 
-  // One decode row of sequence 0 (its next cell is taken, so it goes to the
-  // first free one, 620) and a prompt chunk of sequence 3: apart, the chunk
-  // scans 256 cells instead of 768.
+  // One decode row of sequence 0 (right after its last cell) and a prompt
+  // chunk of sequence 3 (halfway into the longest free run, 1546-2047): two
+  // windows of 256 cells instead of one over all 2048.
   Batch mixed;
   mixed.rows.push_back({1, 10, 0, true, {}});
   for (int i = 0; i < 20; ++i) mixed.rows.push_back({1, i, 3, i == 19, {}});
   auto placement = cache->place(mixed);
   ASSERT_TRUE(placement.ok());
+  EXPECT_EQ(placement->cells[0], 10);
+  EXPECT_EQ(placement->cells[1], 1792);
   ASSERT_EQ(placement->windows.size(), 2u);
-  EXPECT_EQ(placement->windows[0], (KvCache::Window{0, 1, 0, 768}));
-  EXPECT_EQ(placement->windows[1], (KvCache::Window{1, 20, 512, 256}));
+  EXPECT_EQ(placement->windows[0], (KvCache::Window{0, 1, 0, 256}));
+  EXPECT_EQ(placement->windows[1], (KvCache::Window{1, 20, 1792, 256}));
   // Every row sees exactly what it sees over all cells.
   const int n_kv = placement->n_kv;
   std::vector<ggml_fp16_t> whole(size_t(n_kv) * mixed.size());
@@ -164,20 +170,50 @@ TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {
 
 TEST(KvCache, ASequenceContinuesRightAfterItsLastCell) {
   auto cache = make_cache(64);
-  ASSERT_TRUE(cache->place(rows(0, 0, 4)).ok());  // 0-3
-  ASSERT_TRUE(cache->place(rows(1, 0, 4)).ok());  // 4-7
+  ASSERT_TRUE(cache->place(rows(0, 0, 4)).ok());  // 0-3: an empty cache fills from the start
+  auto second = cache->place(rows(1, 0, 4));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->cells[0], 32);  // halfway into 4-63
   cache->seq_free(0);
-  // Sequence 1 continues at 8, not in the hole at 0; a new 6-row prompt does
-  // not fit the 4-cell hole and goes after.
+  // Sequence 1 continues at 36, not in the hole at 0.
   auto next = cache->place(rows(1, 4, 1));
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(next->cells[0], 8);
+  EXPECT_EQ(next->cells[0], 36);
+  // A new prompt takes the longest free run: 0-31, which nothing before it grows into.
   auto prompt = cache->place(rows(2, 0, 6));
   ASSERT_TRUE(prompt.ok());
-  EXPECT_EQ(prompt->cells[0], 9);
-  auto small = cache->place(rows(3, 0, 3));
+  EXPECT_EQ(prompt->cells[0], 0);
+  auto small = cache->place(rows(3, 0, 3));  // halfway into 37-63
   ASSERT_TRUE(small.ok());
-  EXPECT_EQ(small->cells[0], 0);
+  EXPECT_EQ(small->cells[0], 49);
+  // Sequence 1 grows into cells 37-48; 13 more rows do not fit there and go
+  // to the next free run long enough, wrapping around: 6-31.
+  auto grow = cache->place(rows(1, 5, 12));
+  ASSERT_TRUE(grow.ok());
+  EXPECT_EQ(grow->cells[0], 37);
+  auto jump = cache->place(rows(1, 17, 13));
+  ASSERT_TRUE(jump.ok());
+  EXPECT_EQ(jump->cells[0], 6);
+}
+
+// Sequences placed one after another each grow inside their own window, as
+// llama.cpp's per-sequence cache streams do: 8 decode rows over 128-token
+// prompts scan 256 cells each, not the whole cache.
+TEST(KvCache, NewSequencesLeaveEachOtherRoomToGrow) {
+  auto cache = make_cache(4096, 16);
+  for (int n_seq : {8, 16}) {
+    cache->clear();
+    for (SeqId s = 0; s < n_seq; ++s) ASSERT_TRUE(cache->place(rows(s, 0, 128)).ok());
+    for (int step = 0; step < 128; ++step) {
+      Batch b;
+      for (SeqId s = 0; s < n_seq; ++s) b.rows.push_back({1, 128 + step, s, true, {}});
+      auto placement = cache->place(b);
+      ASSERT_TRUE(placement.ok());
+      int scanned = 0;
+      for (const KvCache::Window& w : placement->windows) scanned += w.n_rows * w.n_cells;
+      ASSERT_EQ(scanned, n_seq * 256) << n_seq << " sequences, step " << step;
+    }
+  }
 }
 
 // A batch whose rows attend over two windows gives the logits each row gets alone.
