@@ -12,7 +12,7 @@
 #include <map>
 
 #include "adapters/targets.h"
-#include "io/float_buffer.h"
+#include "io/prefault.h"
 #include "io/gguf_file.h"
 #include "io/mmap.h"
 #include "util/log.h"
@@ -128,19 +128,11 @@ Result<GgufLoraScan> scan_gguf_lora(const fs::path& path) {
   return scan;
 }
 
-Result<std::vector<float>> read_floats(const MappedFile& map, const GgufTensorInfo& t, FloatPool* pool) {
-  const int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
+Result<LoraSource> source_of(const MappedFile& map, const GgufTensorInfo& t) {
   if (t.offset + t.size > map.size()) {
     return errorf("invalid_adapter", "tensor '{}' lies outside the file", t.name);
   }
-  std::vector<float> out = pool ? pool->take(size_t(n)) : prefaulted_floats(size_t(n));
-  const uint8_t* src = map.data() + t.offset;
-  if (t.type == GGML_TYPE_F32) {
-    std::memcpy(out.data(), src, size_t(n) * sizeof(float));
-  } else {
-    ggml_get_type_traits(t.type)->to_float(src, out.data(), n);
-  }
-  return out;
+  return LoraSource{map.data() + t.offset, t.type, t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]};
 }
 
 }  // namespace
@@ -155,10 +147,11 @@ Result<AdapterDescription> describe_gguf_lora(const fs::path& path) {
   return std::move(scan.description);
 }
 
-Result<LoraAdapter> read_gguf_lora(const fs::path& path, FloatPool* pool) {
+Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as) {
   GRAFT_TRY(GgufLoraScan scan, scan_gguf_lora(path));
-  auto map = MappedFile::open(path.string());
-  if (!map) return make_error("invalid_adapter", map.error().message);
+  auto opened = MappedFile::open(path.string());
+  if (!opened) return make_error("invalid_adapter", opened.error().message);
+  auto map = std::make_shared<const MappedFile>(std::move(opened).value());
   if (map->size() != scan.file->file_size()) {
     return errorf("invalid_adapter", "{}: the file changed while it was read", path.string());
   }
@@ -171,10 +164,16 @@ Result<LoraAdapter> read_gguf_lora(const fs::path& path, FloatPool* pool) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a, read_floats(*map, *a, pool));
-    GRAFT_TRY(pair.b, read_floats(*map, *b, pool));
+    GRAFT_TRY(pair.a_source, source_of(*map, *a));
+    GRAFT_TRY(pair.b_source, source_of(*map, *b));
+    if (as == WeightsAs::floats) {
+      pair.a = to_floats(pair.a_source);
+      pair.b = to_floats(pair.b_source);
+      pair.a_source = pair.b_source = {};
+    }
     adapter.pairs.push_back(std::move(pair));
   }
+  if (as == WeightsAs::in_place) adapter.sources = map;
   return adapter;
 }
 

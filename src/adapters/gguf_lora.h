@@ -6,7 +6,6 @@
 #include <string>
 
 #include "adapters/lora_adapter.h"
-#include "io/float_buffer.h"
 
 namespace graft {
 
@@ -15,14 +14,13 @@ bool is_gguf_adapter(const fs::path& path);
 
 // Reads the metadata and tensor directory; no weights.
 Result<AdapterDescription> describe_gguf_lora(const fs::path& path);
-// Reads the weights (dequantized to float), checking them as describe does
-// (into vectors from `pool` when one is given).
-Result<LoraAdapter> read_gguf_lora(const fs::path& path, FloatPool* pool = nullptr);
+// Reads the weights (dequantized to float, or in place), checking them as describe does.
+Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as = WeightsAs::floats);
 
 struct GgufLoraWriteOptions {
   std::string architecture = "llama";  // general.architecture: must match the base model's
   std::string name;                    // general.name, optional
-  std::string type = "f32";            // tensor type: f32, f16, bf16 or q8_0
+  std::string type = "f32";            // tensor type: f32, f16 or bf16
 };
 
 // Writes the adapter as one GGUF file, atomically. Its scaling must not use

@@ -66,10 +66,15 @@ LoraWeights to_mountable(LoraAdapter adapter) {
     const float own = adapter.scaling.scale_for(pair.rank);
     if (pair.rank != adapter.scaling.rank && own != weights.scale && weights.scale != 0.0f) {
       const float fold = own / weights.scale;
+      if (pair.b_source.data) {
+        pair.b = to_floats(pair.b_source);
+        pair.b_source = {};
+      }
       for (float& x : pair.b) x *= fold;
     }
   }
   weights.pairs = std::move(adapter.pairs);
+  weights.sources = std::move(adapter.sources);
   return weights;
 }
 
@@ -77,7 +82,7 @@ std::vector<LoraModule> modules_of(const LoraAdapter& adapter) {
   std::vector<LoraModule> out;
   for (const auto& p : adapter.pairs) {
     const int64_t rank = std::max(p.rank, 1);
-    out.push_back({p.layer, p.target, p.rank, int64_t(p.a.size()) / rank, int64_t(p.b.size()) / rank});
+    out.push_back({p.layer, p.target, p.rank, p.a_size() / rank, p.b_size() / rank});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,7 +58,13 @@ struct AdapterDescription {
 struct LoraAdapter {
   LoraScaling scaling;
   std::vector<LoraPair> pairs;  // sorted by layer, then target
+  std::shared_ptr<const void> sources;  // keeps the pairs' sources (WeightsAs::in_place) alive
 };
+
+// How readers hand back the weights: as floats (LoraPair::a, b), or in place
+// (LoraPair sources over the file's mapping, which LoraAdapter::sources
+// keeps), which the engine mounts with no float copy of the whole adapter.
+enum class WeightsAs { floats, in_place };
 
 // Sorts modules and rejects empty adapters, duplicates and bad ranks.
 Status finish_description(AdapterDescription& description, const std::string& where);

@@ -71,11 +71,8 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->entries.erase(adapter.id);
   };
-  // Reuse the last load's buffers unless another load holds them.
-  std::unique_lock<std::mutex> buffers_lock(buffers_mutex_, std::try_to_lock);
-  FloatPool* pool = buffers_lock.owns_lock() ? &buffers_ : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  auto weights = read_mountable(adapter, base_, pool);
+  auto weights = read_mountable(adapter, base_);
   const auto t1 = std::chrono::steady_clock::now();
   if (!weights) {
     forget();
@@ -99,14 +96,6 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
   info.layers = d.layers();
   for (LoraTarget t : d.targets()) info.targets.emplace_back(peft_target_name(t));
   info.slot = *slot;
-  if (pool) {
-    pool->clear();
-    for (LoraPair& pair : weights->pairs) {
-      pool->give(std::move(pair.a));
-      pool->give(std::move(pair.b));
-    }
-    buffers_lock.unlock();
-  }
   info.read_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   info.mount_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   GRAFT_LOG_INFO(
@@ -150,16 +139,6 @@ Status MountedAdapters::unload(std::string_view id, const UnmountFn& unmount) {
   }
   state_->entries.erase(it);
   return {};
-}
-
-void MountedAdapters::release_buffers() {
-  std::lock_guard<std::mutex> lock(buffers_mutex_);
-  buffers_.clear();
-}
-
-size_t MountedAdapters::buffer_bytes() const {
-  std::lock_guard<std::mutex> lock(buffers_mutex_);
-  return buffers_.bytes();
 }
 
 std::vector<LoadedAdapter> MountedAdapters::list() const {

@@ -20,7 +20,6 @@
 #include "adapters/spec.h"
 #include "adapters/store.h"
 #include "engine/batch.h"
-#include "io/float_buffer.h"
 
 namespace graft {
 
@@ -87,11 +86,6 @@ class MountedAdapters {
   // default selection). Nothing changes on error.
   Status unload(std::string_view id, const UnmountFn& unmount);
 
-  // The float buffers of the last load are kept for the next one (reused
-  // pages load faster); this lets them go. Callers release them once loads
-  // stop coming (the server: after a few idle seconds).
-  void release_buffers();
-  size_t buffer_bytes() const;
 
   std::vector<LoadedAdapter> list() const;  // sorted by id
   std::optional<LoadedAdapter> find(std::string_view id) const;
@@ -110,8 +104,6 @@ class MountedAdapters {
  private:
   BaseModel base_;
   std::shared_ptr<detail::MountedState> state_;
-  mutable std::mutex buffers_mutex_;
-  FloatPool buffers_;  // guarded by buffers_mutex_
 };
 
 }  // namespace graft

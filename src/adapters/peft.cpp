@@ -250,7 +250,30 @@ Result<AdapterDescription> describe_peft(const fs::path& dir) {
   return std::move(scan.description);
 }
 
-Result<LoraAdapter> read_peft(const fs::path& dir, FloatPool* pool) {
+namespace {
+
+Result<LoraSource> source_of(const SafetensorsFile& file, const SafetensorsTensor& tensor) {
+  ggml_type type = GGML_TYPE_F32;
+  switch (tensor.float_dtype()) {
+    case SafetensorsDtype::f32:
+      type = GGML_TYPE_F32;
+      break;
+    case SafetensorsDtype::f16:
+      type = GGML_TYPE_F16;
+      break;
+    case SafetensorsDtype::bf16:
+      type = GGML_TYPE_BF16;
+      break;
+    default:
+      return errorf("invalid_file", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
+                    file.path(), tensor.name, tensor.dtype);
+  }
+  return LoraSource{file.bytes(tensor).data(), type, tensor.numel()};
+}
+
+}  // namespace
+
+Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
   GRAFT_TRY(PeftScan scan, scan_peft(dir));
   LoraAdapter adapter;
   adapter.scaling = scan.description.scaling;
@@ -261,10 +284,16 @@ Result<LoraAdapter> read_peft(const fs::path& dir, FloatPool* pool) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a, scan.file->read_floats(*a, pool));
-    GRAFT_TRY(pair.b, scan.file->read_floats(*b, pool));
+    if (as == WeightsAs::in_place) {
+      GRAFT_TRY(pair.a_source, source_of(*scan.file, *a));
+      GRAFT_TRY(pair.b_source, source_of(*scan.file, *b));
+    } else {
+      GRAFT_TRY(pair.a, scan.file->read_floats(*a));
+      GRAFT_TRY(pair.b, scan.file->read_floats(*b));
+    }
     adapter.pairs.push_back(std::move(pair));
   }
+  if (as == WeightsAs::in_place) adapter.sources = scan.file->mapping();
   return adapter;
 }
 

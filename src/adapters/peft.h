@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "adapters/lora_adapter.h"
-#include "io/float_buffer.h"
 #include "io/safetensors.h"
 
 namespace graft {
@@ -39,7 +38,7 @@ bool is_peft_folder(const fs::path& dir);
 Result<AdapterDescription> describe_peft(const fs::path& dir);
 // Reads the weights, checking them against the header as describe_peft does
 // (into vectors from `pool` when one is given).
-Result<LoraAdapter> read_peft(const fs::path& dir, FloatPool* pool = nullptr);
+Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as = WeightsAs::floats);
 
 struct PeftWriteOptions {
   std::string base_model_name_or_path;

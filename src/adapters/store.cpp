@@ -138,20 +138,20 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
   return {true, ""};
 }
 
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, FloatPool* pool) {
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, WeightsAs as) {
   if (!adapter.readable()) return make_error("invalid_adapter", adapter.problem);
   const AdapterDescription& d = *adapter.description;
-  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path(), pool);
-  return read_gguf_lora(d.weights_path, pool);
+  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path(), as);
+  return read_gguf_lora(d.weights_path, as);
 }
 
-Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base, FloatPool* pool) {
+Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base) {
   Compatibility compat = check_compatibility(adapter, base);
   if (!compat.compatible) {
     return errorf(adapter.readable() ? "incompatible_adapter" : "invalid_adapter", "adapter '{}': {}",
                   adapter.id, compat.reason);
   }
-  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter, pool));
+  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter, WeightsAs::in_place));
   // The files may have changed since they were described: check what was read.
   AdapterDescription read = *adapter.description;
   read.modules = modules_of(weights);

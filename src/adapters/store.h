@@ -16,7 +16,6 @@
 #include "adapters/base_model.h"
 #include "adapters/lora_adapter.h"
 #include "adapters/metadata.h"
-#include "io/float_buffer.h"
 
 namespace graft {
 
@@ -53,11 +52,10 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
 
 // Reads the weights, checks that they fit the base, and prepares them for
 // Model::mount_lora. Errors ("invalid_adapter", "incompatible_adapter") say why.
-// Vectors come from `pool` when one is given.
-Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base,
-                                   FloatPool* pool = nullptr);
+// The weights stay in place in the file's mapping until they are mounted.
+Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base);
 // Reads the weights as stored (for writing them in another format).
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, FloatPool* pool = nullptr);
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, WeightsAs as = WeightsAs::floats);
 
 class AdapterStore {
  public:

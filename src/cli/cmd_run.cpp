@@ -75,7 +75,6 @@ void run(const RunOptions& o) {
     auto selected = load_and_select(o.adapter, store, *adapters,
                                     [&](const LoraWeights& w) { return model.mount_lora(w); });
     if (!selected) fail(selected.error().message);
-    adapters->release_buffers();
     lease = std::move(selected).value();
     route = lease.route();
   }

@@ -1,6 +1,6 @@
 #include "io/safetensors.h"
 
-#include "io/float_buffer.h"
+#include "io/prefault.h"
 
 #include <ggml.h>
 #include <unistd.h>
@@ -153,15 +153,14 @@ std::span<const uint8_t> SafetensorsFile::bytes(const SafetensorsTensor& tensor)
   return {map_->data() + tensor.offset, tensor.size};
 }
 
-Result<std::vector<float>> SafetensorsFile::read_floats(const SafetensorsTensor& tensor,
-                                                        FloatPool* pool) const {
+Result<std::vector<float>> SafetensorsFile::read_floats(const SafetensorsTensor& tensor) const {
   const uint8_t* src = map_->data() + tensor.offset;
   const int64_t n = tensor.numel();
   if (tensor.float_dtype() == SafetensorsDtype::other) {
     return errorf("invalid_file", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported", path_,
                   tensor.name, tensor.dtype);
   }
-  std::vector<float> out = pool ? pool->take(size_t(n)) : prefaulted_floats(size_t(n));
+  std::vector<float> out(static_cast<size_t>(n));
   switch (tensor.float_dtype()) {
     case SafetensorsDtype::f32:
       std::memcpy(out.data(), src, tensor.size);

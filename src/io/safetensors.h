@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "io/float_buffer.h"
 #include "io/mmap.h"
 #include "util/result.h"
 
@@ -49,9 +48,10 @@ class SafetensorsFile {
   std::span<const uint8_t> bytes(const SafetensorsTensor& tensor) const;
   // Maps every page now, in one call, before all tensors are read.
   void prefault() const;
-  // The tensor's values widened to float (F32, F16 and BF16 only), in a
-  // vector from `pool` when one is given.
-  Result<std::vector<float>> read_floats(const SafetensorsTensor& tensor, FloatPool* pool = nullptr) const;
+  // The tensor's values widened to float (F32, F16 and BF16 only).
+  Result<std::vector<float>> read_floats(const SafetensorsTensor& tensor) const;
+  // The mapping bytes() point into, for whoever keeps them past this object.
+  std::shared_ptr<const MappedFile> mapping() const { return map_; }
 
  private:
   std::string path_;

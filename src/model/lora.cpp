@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "io/float_buffer.h"
+#include "io/prefault.h"
 #include "model/model.h"
 
 namespace graft {
@@ -113,17 +113,23 @@ Status LoraSet::check(const LoraWeights& weights) const {
     }
     if (p.rank <= 0)
       return errorf("invalid_adapter", "LoRA pair blk.{}.{}: rank must be positive", p.layer, name);
-    const size_t want_a = size_t(p.rank) * size_t(n_in(p.target));
-    const size_t want_b = size_t(n_out(p.target)) * size_t(p.rank);
-    if (p.a.size() != want_a) {
+    const int64_t want_a = int64_t(p.rank) * n_in(p.target);
+    const int64_t want_b = int64_t(n_out(p.target)) * p.rank;
+    if (p.a_size() != want_a) {
       return errorf("invalid_adapter",
                     "LoRA pair blk.{}.{}: lora_a has {} values, expected rank {} x {} = {}", p.layer, name,
-                    p.a.size(), p.rank, n_in(p.target), want_a);
+                    p.a_size(), p.rank, n_in(p.target), want_a);
     }
-    if (p.b.size() != want_b) {
+    if (p.b_size() != want_b) {
       return errorf("invalid_adapter",
                     "LoRA pair blk.{}.{}: lora_b has {} values, expected {} x rank {} = {}", p.layer, name,
-                    p.b.size(), n_out(p.target), p.rank, want_b);
+                    p.b_size(), n_out(p.target), p.rank, want_b);
+    }
+    for (const LoraSource* source : {&p.a_source, &p.b_source}) {
+      if (source->data && source->type != GGML_TYPE_F32 && !ggml_get_type_traits(source->type)->to_float) {
+        return errorf("invalid_adapter", "LoRA pair blk.{}.{}: values of type {} cannot be read", p.layer,
+                      name, ggml_type_name(source->type));
+      }
     }
     const int i = index(p.layer, p.target);
     if (seen[size_t(i)]) return errorf("invalid_adapter", "LoRA pair blk.{}.{} appears twice", p.layer, name);
@@ -268,6 +274,16 @@ Status LoraSet::rebuild(int n_slots, int max_rank, const std::vector<bool>& want
   return {};
 }
 
+std::vector<float> to_floats(const LoraSource& source) {
+  std::vector<float> out(size_t(source.n));
+  if (source.type == GGML_TYPE_F32) {
+    std::memcpy(out.data(), source.data, out.size() * sizeof(float));
+  } else {
+    ggml_get_type_traits(source.type)->to_float(source.data, out.data(), source.n);
+  }
+  return out;
+}
+
 namespace {
 
 void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
@@ -278,22 +294,60 @@ void store_row(ggml_type type, const float* src, void* dst, int64_t n) {
   }
 }
 
+// dst row k = column k of the n_out x rank matrix src (elements of T).
+template <typename T>
+void transpose(const void* src, int64_t n_out, int rank, uint8_t* dst, size_t row_bytes) {
+  const T* in = static_cast<const T*>(src);
+  for (int k = 0; k < rank; ++k) {
+    T* out = reinterpret_cast<T*>(dst + size_t(k) * row_bytes);
+    for (int64_t o = 0; o < n_out; ++o) out[o] = in[o * rank + k];
+  }
+}
+
 }  // namespace
+
+void LoraSet::write_rows(const std::vector<float>& values, const LoraSource& source, int64_t rows, int64_t n,
+                         void* dst) {
+  const int64_t count = rows * n;
+  if (!source.data) {
+    store_row(type_, values.data(), dst, count);
+  } else if (source.type == type_) {
+    std::memcpy(dst, source.data, size_t(count) * ggml_type_size(type_));
+  } else {
+    scratch_ = to_floats(source);
+    store_row(type_, scratch_.data(), dst, count);
+  }
+}
+
+void LoraSet::write_columns(const std::vector<float>& values, const LoraSource& source, int64_t n_out,
+                            int rank, uint8_t* dst, size_t row_bytes) {
+  if (source.data && source.type == type_) {
+    if (type_ == GGML_TYPE_F16) {
+      transpose<ggml_fp16_t>(source.data, n_out, rank, dst, row_bytes);
+    } else {
+      transpose<float>(source.data, n_out, rank, dst, row_bytes);
+    }
+    return;
+  }
+  if (source.data) scratch_ = to_floats(source);
+  const float* in = source.data ? scratch_.data() : values.data();
+  std::vector<float> column(static_cast<size_t>(n_out));
+  for (int k = 0; k < rank; ++k) {
+    for (int64_t o = 0; o < n_out; ++o) column[size_t(o)] = in[o * rank + k];
+    store_row(type_, column.data(), dst + size_t(k) * row_bytes, n_out);
+  }
+}
 
 void LoraSet::write_pair(int slot, const LoraPair& p) {
   const Stack& st = stacks_[size_t(index(p.layer, p.target))];
   const int64_t in = st.a->ne[0], out_rows = st.b->ne[0];
   uint8_t* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
-  prefault_writable(a, size_t(p.rank) * size_t(in) * ggml_type_size(type_));
-  store_row(type_, p.a.data(), a, int64_t(p.rank) * in);
+  prefault_writable(a, size_t(p.rank) * st.a->nb[1]);
+  write_rows(p.a, p.a_source, p.rank, in, a);
+  // B is stored transposed: row k holds column k of the n_out x rank matrix.
   uint8_t* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
   prefault_writable(b, size_t(p.rank) * st.b->nb[1]);
-  // B is stored transposed: row k holds column k of the n_out x rank matrix.
-  std::vector<float> column(static_cast<size_t>(out_rows));
-  for (int64_t k = 0; k < p.rank; ++k) {
-    for (int64_t o = 0; o < out_rows; ++o) column[size_t(o)] = p.b[size_t(o * p.rank + k)];
-    store_row(type_, column.data(), b + k * st.b->nb[1], out_rows);
-  }
+  write_columns(p.b, p.b_source, out_rows, p.rank, b, st.b->nb[1]);
 }
 
 void LoraSet::zero_slot(int slot) {

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ggml-backend.h>
@@ -27,17 +28,36 @@ constexpr int kLoraTargetCount = 7;
 // "attn_q", "ffn_down", ... (the GGUF tensor name stems).
 const char* lora_target_name(LoraTarget target);
 
+// A matrix still encoded as in its file (F32, F16, BF16 or any type ggml
+// can turn into floats), row-major, in memory someone keeps alive (a file
+// mapping): mounting reads it straight into the stacks, with no float copy
+// of the whole adapter in between.
+struct LoraSource {
+  const void* data = nullptr;
+  ggml_type type = GGML_TYPE_F32;
+  int64_t n = 0;  // elements
+};
+
 struct LoraPair {
   int layer = 0;
   LoraTarget target = LoraTarget::attn_q;
   int rank = 0;
   std::vector<float> a;  // rank x n_in, row-major (ggml ne = [n_in, rank]; PEFT lora_A, GGUF *.lora_a)
   std::vector<float> b;  // n_out x rank, row-major (ggml ne = [rank, n_out]; PEFT lora_B, GGUF *.lora_b)
+  // The same in place: used instead of a / b when their data is set.
+  LoraSource a_source, b_source;
+
+  int64_t a_size() const { return a_source.data ? a_source.n : int64_t(a.size()); }
+  int64_t b_size() const { return b_source.data ? b_source.n : int64_t(b.size()); }
 };
+
+// The floats of a source (whole).
+std::vector<float> to_floats(const LoraSource& source);
 
 struct LoraWeights {
   std::vector<LoraPair> pairs;
   float scale = 1.0f;  // alpha / rank (llama.cpp: alpha ? alpha / rank : 1)
+  std::shared_ptr<const void> sources;  // keeps the pairs' sources alive
 };
 
 // The mounted adapters of one model. Not thread-safe: mount and unmount only
@@ -83,6 +103,12 @@ class LoraSet {
   Status check(const LoraWeights& weights) const;
   Status rebuild(int n_slots, int max_rank, const std::vector<bool>& wanted);
   void write_pair(int slot, const LoraPair& pair);
+  // Writes rows x n values (row-major) from floats or a source into dst of the stacks' type.
+  void write_rows(const std::vector<float>& values, const LoraSource& source, int64_t rows, int64_t n,
+                  void* dst);
+  // The same, transposed: the k-th of the n_out x rank matrix's columns to row k of dst.
+  void write_columns(const std::vector<float>& values, const LoraSource& source, int64_t n_out, int rank,
+                     uint8_t* dst, size_t row_bytes);
   void zero_slot(int slot);
   int index(int layer, LoraTarget target) const { return layer * kLoraTargetCount + int(target); }
   int n_in(LoraTarget target) const;
@@ -99,6 +125,7 @@ class LoraSet {
   void* memory_ = nullptr;  // the stacks' reserved memory
   size_t memory_bytes_ = 0;
   uint64_t version_ = 0;
+  std::vector<float> scratch_;  // one source's floats when it is not in the stacks' type
 };
 
 }  // namespace graft

@@ -88,10 +88,9 @@ struct AdapterService::Worker {
   std::condition_variable wake;
   std::deque<std::function<void()>> jobs;
   bool stopping = false;
-  std::function<void()> on_idle;  // once jobs stopped coming for a while
   std::thread thread;
 
-  explicit Worker(std::function<void()> idle) : on_idle(std::move(idle)), thread([this] { run(); }) {}
+  Worker() : thread([this] { run(); }) {}
   ~Worker() {
     {
       std::lock_guard lock(mutex);
@@ -109,19 +108,9 @@ struct AdapterService::Worker {
   }
   void run() {
     std::unique_lock lock(mutex);
-    bool busy = false;  // a job ran since the last idle call
     for (;;) {
-      const auto ready = [&] { return stopping || !jobs.empty(); };
-      if (busy && !wake.wait_for(lock, std::chrono::seconds(2), ready)) {
-        busy = false;
-        lock.unlock();
-        on_idle();
-        lock.lock();
-        continue;
-      }
-      wake.wait(lock, ready);
+      wake.wait(lock, [&] { return stopping || !jobs.empty(); });
       if (jobs.empty()) return;  // stopping, and every job done
-      busy = true;
       auto job = std::move(jobs.front());
       jobs.pop_front();
       lock.unlock();
@@ -140,8 +129,7 @@ AdapterService::AdapterService(ServedModel& model, AdapterServiceOptions options
       options_(std::move(options)),
       store_(AdapterStore::with_user_store({options_.adapter_dirs.begin(), options_.adapter_dirs.end()})),
       mounted_(std::make_unique<MountedAdapters>(std::move(base))),
-      // A burst of loads reuses one adapter's float buffers; they go once loads stop.
-      worker_(std::make_unique<Worker>([this] { mounted_->release_buffers(); })) {}
+      worker_(std::make_unique<Worker>()) {}
 
 AdapterService::~AdapterService() {
   worker_.reset();
@@ -157,7 +145,6 @@ Result<std::unique_ptr<AdapterService>> AdapterService::create(ServedModel& mode
                                 [&](const LoraWeights& w) { return service->mount(w); });
     if (!forced) return errorf(forced.error().code, "--force-adapter: {}", forced.error().message);
     GRAFT_LOG_INFO("every request uses adapter {} unless it asks otherwise", forced->to_string());
-    service->mounted_->release_buffers();
   }
   return service;
 }

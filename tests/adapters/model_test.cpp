@@ -1,8 +1,12 @@
 // Adapters on a real model: files -> store -> mounted set -> Model::mount_lora
 // -> per-row routes in Forward.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
+#include "adapters/gguf_lora.h"
 #include "adapters/mounted.h"
+#include "adapters/peft.h"
 #include "engine/generate.h"
 #include "fixtures.h"
 
@@ -76,6 +80,53 @@ TEST(AdaptersOnModel, PeftAndGgufFormsGiveTheSameTokens) {
   const auto gguf = s.run("a-gguf", 0);
   EXPECT_EQ(peft, gguf);
   EXPECT_NE(peft, base) << "the adapter should change greedy output";
+}
+
+// Mounting reads the files in place (no float copy); what lands in the
+// stacks is exactly what mounting the same weights as floats gives, for every
+// stored type, including ones the stacks convert (f32, bf16).
+TEST(AdaptersOnModel, WeightsReadInPlaceMountAsFloatsDo) {
+  const std::string base_path = testing::tiny_base();
+  auto model = Model::load(base_path);
+  ASSERT_TRUE(model.ok()) << error_of(model);
+  TestAdapterSpec spec = testing::tiny_adapter_spec(base_path, 3, 8);
+  const LoraAdapter adapter = make_adapter(spec);
+  const fs::path root = fresh_dir("in-place");
+  struct Case {
+    std::string name;
+    fs::path path;
+  };
+  std::vector<Case> cases;
+  for (auto [dtype, name] : {std::pair{SafetensorsDtype::f32, "f32"}, std::pair{SafetensorsDtype::f16, "f16"},
+                             std::pair{SafetensorsDtype::bf16, "bf16"}}) {
+    testing::write_peft_or_fail(root / ("peft-" + std::string(name)), adapter, {"", dtype});
+    cases.push_back({std::string("peft ") + name, root / ("peft-" + std::string(name))});
+  }
+  for (const char* type : {"f32", "f16", "bf16"}) {
+    const fs::path file = root / (std::string(type) + ".gguf");
+    testing::write_gguf_or_fail(file, adapter, {"llama", "", type});
+    cases.push_back({std::string("gguf ") + type, file});
+  }
+  for (const Case& c : cases) {
+    const bool peft = fs::is_directory(c.path);
+    auto floats = peft ? read_peft(c.path) : read_gguf_lora(c.path);
+    auto in_place = peft ? read_peft(c.path, WeightsAs::in_place) : read_gguf_lora(c.path, WeightsAs::in_place);
+    ASSERT_TRUE(floats.ok() && in_place.ok()) << c.name;
+    ASSERT_TRUE(in_place->sources) << c.name;
+    EXPECT_TRUE(in_place->pairs[0].a.empty()) << c.name << ": read into floats, not in place";
+    LoraSet from_floats, from_file;
+    from_floats.init((*model)->config(), GGML_TYPE_F16);
+    from_file.init((*model)->config(), GGML_TYPE_F16);
+    ASSERT_TRUE(from_floats.mount(to_mountable(std::move(floats).value())).ok()) << c.name;
+    ASSERT_TRUE(from_file.mount(to_mountable(std::move(in_place).value())).ok()) << c.name;
+    for (const LoraPair& p : adapter.pairs) {
+      const LoraSet::Stack want = from_floats.stack(p.layer, p.target);
+      const LoraSet::Stack got = from_file.stack(p.layer, p.target);
+      ASSERT_TRUE(want.a && got.a);
+      EXPECT_EQ(std::memcmp(want.a->data, got.a->data, ggml_nbytes(want.a)), 0) << c.name << " lora_a";
+      EXPECT_EQ(std::memcmp(want.b->data, got.b->data, ggml_nbytes(want.b)), 0) << c.name << " lora_b";
+    }
+  }
 }
 
 TEST(AdaptersOnModel, UnloadFreesTheSlotAndReloadGivesTheSameTokens) {

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "fixtures.h"
-#include "io/float_buffer.h"
 #include "io/safetensors.h"
 
 namespace graft {
@@ -143,46 +142,6 @@ TEST(Safetensors, NonFloatTensorsAreListedButNotConverted) {
   auto values = file->read_floats(file->tensors()[0]);
   ASSERT_FALSE(values.ok());
   EXPECT_NE(values.error().message.find("I64"), std::string::npos);
-}
-
-TEST(FloatPool, HandsBackTheSmallestVectorThatFits) {
-  FloatPool pool;
-  std::vector<float> fresh = pool.take(100);
-  EXPECT_EQ(fresh.size(), 100u);
-  EXPECT_EQ(fresh[99], 0.0f);  // fresh vectors are zeros
-  std::vector<float> big(1000, 1.0f), small(200, 2.0f);
-  const float* big_data = big.data();
-  const float* small_data = small.data();
-  pool.give(std::move(big));
-  pool.give(std::move(small));
-  pool.give(std::vector<float>());  // empty ones are not kept
-  EXPECT_EQ(pool.bytes(), 1200 * sizeof(float));
-  std::vector<float> a = pool.take(150);
-  EXPECT_EQ(a.data(), small_data);
-  EXPECT_EQ(a.size(), 150u);
-  std::vector<float> b = pool.take(150);
-  EXPECT_EQ(b.data(), big_data);
-  std::vector<float> c = pool.take(150);  // none left: a new one
-  EXPECT_NE(c.data(), big_data);
-  EXPECT_EQ(pool.bytes(), 0u);
-}
-
-TEST(Safetensors, ReadsIntoPooledVectors) {
-  const fs::path dir = fresh_dir("st-pool");
-  std::vector<float> values{1, 2, 3, 4};
-  SafetensorsWriter writer;
-  ASSERT_TRUE(writer.add("w", {4}, values, SafetensorsDtype::f16).ok());
-  ASSERT_TRUE(writer.write((dir / "p.safetensors").string()).ok());
-  auto file = SafetensorsFile::open((dir / "p.safetensors").string());
-  ASSERT_TRUE(file.ok());
-  FloatPool pool;
-  std::vector<float> used(8, 9.0f);
-  const float* data = used.data();
-  pool.give(std::move(used));
-  auto read = file->read_floats(*file->find("w"), &pool);
-  ASSERT_TRUE(read.ok());
-  EXPECT_EQ(*read, values);
-  EXPECT_EQ(read->data(), data);
 }
 
 }  // namespace
