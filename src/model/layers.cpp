@@ -34,13 +34,7 @@ ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_
   ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
   ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
   ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);   // [rank, n_used, n_rows]
-  ggml_tensor* bax = lora_b_product(ctx, stack.b, ax, slots);  // [n_out, n_used, n_rows]
-  bax = ggml_mul(ctx, bax, scales);
-  const int64_t n_out = bax->ne[0];
-  for (int u = 0; u < in.n_used; ++u) {
-    y = ggml_add(ctx, y, ggml_view_2d(ctx, bax, n_out, x->ne[1], bax->nb[2], size_t(u) * bax->nb[1]));
-  }
-  return y;
+  return lora_b_add(ctx, y, stack.b, ax, slots, scales);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // batch, the deltas of the adapters that row routes to:
 //   delta = sum_i route.scale[i] * scale_{slot_i} * B_{slot_i} (A_{slot_i} x)
 // Mounted adapters are stacked per (layer, target) into 3-D tensors (padded
-// to the largest rank), so one pass (ggml_mul_mat_id for A, lora_b_product
+// to the largest rank), so one pass (ggml_mul_mat_id for A, lora_b_add
 // for B) serves a batch whose rows use no adapter, different adapters, or
 // stacks of them.
 #pragma once
@@ -122,8 +122,11 @@ class LoraSet {
   std::vector<Stack> stacks_;  // per (layer, target)
   ggml_context* ctx_ = nullptr;
   ggml_backend_buffer_t buffer_ = nullptr;
-  void* memory_ = nullptr;  // the stacks' reserved memory
-  size_t memory_bytes_ = 0;
+  uint8_t* memory_ = nullptr;  // the stacks' reserved memory: slot s at memory_ + s * slot_bytes_
+  size_t slot_bytes_ = 0;        // whole huge pages
+  size_t slot_used_bytes_ = 0;   // of which the matrices fill this many
+  void* mapped_ = nullptr;       // what to munmap
+  size_t mapped_bytes_ = 0;
   uint64_t version_ = 0;
   std::vector<float> scratch_;  // one source's floats when it is not in the stacks' type
 };
