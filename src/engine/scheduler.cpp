@@ -176,15 +176,19 @@ void Scheduler::add_rows(StepPlan& plan) {
       --budget;
     }
   }
-  // Prompt chunks in admission order. A prompt that cannot finish in this
-  // step is only started when no other prompt ran in it, so each prompt's
-  // first token comes as early as FIFO order allows.
+  // Prompt chunks in admission order, one prompt per step: a step's time
+  // grows with its rows, so prompts read one after another give the first
+  // its first token sooner and the next no later than reading them together
+  // would. The exception is steps that stay small (kSmallStep rows), whose
+  // time is mostly reading the weights, whatever their rows: short prompts
+  // share those.
+  constexpr int kSmallStep = 16;
   bool prefilled = false;
   for (Sequence& s : running_) {
     if (budget <= 0) break;
     int remaining = s.n_prompt - s.n_computed;
     if (remaining <= 0) continue;
-    if (prefilled && remaining > budget) break;
+    if (prefilled && (remaining > budget || int(plan.batch.rows.size()) + remaining > kSmallStep)) break;
     int chunk = std::min(remaining, budget);
     for (int i = 0; i < chunk; ++i) {
       int pos = s.n_computed + i;

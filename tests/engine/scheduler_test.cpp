@@ -128,11 +128,24 @@ TEST(Scheduler, FinishesOnePromptPerStepBeforeStartingTheNext) {
   EXPECT_EQ(second.samplers, (std::vector<RequestId>{1, 2}));
 }
 
-TEST(Scheduler, ShortPromptsShareOneStep) {
+// Prompts are read one per step, so the first gets its first token after its
+// own prompt rather than after all four; very short ones share a step, whose
+// time is mostly reading the weights anyway.
+TEST(Scheduler, PromptsAreReadOnePerStepUnlessTheStepStaysSmall) {
   Scheduler s(config(1000, 4, /*step_tokens=*/64));
   for (RequestId id = 1; id <= 4; ++id) s.enqueue(id, tokens(10, static_cast<TokenId>(id * 100)), 5, {});
   StepPlan plan = s.plan_step();
-  EXPECT_EQ(plan.batch.size(), 40u);
+  EXPECT_EQ(plan.batch.size(), 10u);
+  EXPECT_EQ(plan.samplers, (std::vector<RequestId>{1}));
+  sample_all(s, plan);
+  plan = s.plan_step();
+  EXPECT_EQ(plan.batch.size(), 11u);  // 1's decode row + all of 2
+  EXPECT_EQ(plan.samplers, (std::vector<RequestId>{1, 2}));
+
+  Scheduler small(config(1000, 4, /*step_tokens=*/64));
+  for (RequestId id = 1; id <= 4; ++id) small.enqueue(id, tokens(4, static_cast<TokenId>(id * 100)), 5, {});
+  plan = small.plan_step();
+  EXPECT_EQ(plan.batch.size(), 16u);
   EXPECT_EQ(plan.samplers, (std::vector<RequestId>{1, 2, 3, 4}));
 }
 
@@ -286,13 +299,13 @@ TEST(Scheduler, EvictsCachedPrefixesWhenSequenceIdsRunOut) {
   c.max_running = 4;
   Scheduler s(c);
   for (RequestId id = 1; id <= 4; ++id) {
-    s.enqueue(id, tokens(6, static_cast<TokenId>(id * 100)), 2, {});
+    s.enqueue(id, tokens(4, static_cast<TokenId>(id * 100)), 2, {});  // all four read in one step
   }
   StepPlan plan = s.plan_step();
   sample_all(s, plan);
   for (RequestId id = 1; id <= 4; ++id) s.release(id, true);
   EXPECT_EQ(s.n_cached(), 4);
-  s.enqueue(5, tokens(6, 900), 2, {});
+  s.enqueue(5, tokens(4, 900), 2, {});
   plan = s.plan_step();
   ASSERT_EQ(plan.admitted.size(), 1u);
   EXPECT_EQ(s.n_cached(), 3);
