@@ -41,9 +41,10 @@ namespace {
 constexpr int kReservedSlots = 32;
 // The memory is laid out slot by slot (each stack tensor strides over slots),
 // so one slot's matrices are one run of whole huge pages: mounting faults in
-// a few 2 MiB pages instead of thousands of 4 KiB ones. (On VMs, the first
-// write to a fresh 4 KiB page is slow: a 10 MiB copy into fresh pages took
-// 20-40 ms here, into huge pages ~1 ms.)
+// a dozen 2 MiB pages instead of thousands of 4 KiB ones. (On VMs the first
+// write to a fresh 4 KiB page is slow: a 10 MiB copy into fresh small pages
+// took 20-40 ms here, into huge pages 1-2 ms; memory the VM has not used
+// before still costs its zeroing.)
 constexpr size_t kHugePage = size_t(2) << 20;
 
 size_t round_up(size_t n, size_t to) {

@@ -170,30 +170,23 @@ TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {
 
 TEST(KvCache, ASequenceContinuesRightAfterItsLastCell) {
   auto cache = make_cache(64);
-  ASSERT_TRUE(cache->place(rows(0, 0, 4)).ok());  // 0-3: an empty cache fills from the start
-  auto second = cache->place(rows(1, 0, 4));
-  ASSERT_TRUE(second.ok());
-  EXPECT_EQ(second->cells[0], 32);  // halfway into 4-63
+  // The cell a batch's first row goes to.
+  auto first_cell = [&](const Batch& batch) {
+    auto placement = cache->place(batch);
+    EXPECT_TRUE(placement.ok());
+    return placement.ok() ? placement->cells[0] : -1;
+  };
+  EXPECT_EQ(first_cell(rows(0, 0, 4)), 0);   // an empty cache fills from the start
+  EXPECT_EQ(first_cell(rows(1, 0, 4)), 32);  // halfway into 4-63
   cache->seq_free(0);
-  // Sequence 1 continues at 36, not in the hole at 0.
-  auto next = cache->place(rows(1, 4, 1));
-  ASSERT_TRUE(next.ok());
-  EXPECT_EQ(next->cells[0], 36);
+  EXPECT_EQ(first_cell(rows(1, 4, 1)), 36);  // right after its last cell, not in the hole at 0
   // A new prompt takes the longest free run: 0-31, which nothing before it grows into.
-  auto prompt = cache->place(rows(2, 0, 6));
-  ASSERT_TRUE(prompt.ok());
-  EXPECT_EQ(prompt->cells[0], 0);
-  auto small = cache->place(rows(3, 0, 3));  // halfway into 37-63
-  ASSERT_TRUE(small.ok());
-  EXPECT_EQ(small->cells[0], 49);
+  EXPECT_EQ(first_cell(rows(2, 0, 6)), 0);
+  EXPECT_EQ(first_cell(rows(3, 0, 3)), 49);  // halfway into 37-63
   // Sequence 1 grows into cells 37-48; 13 more rows do not fit there and go
   // to the next free run long enough, wrapping around: 6-31.
-  auto grow = cache->place(rows(1, 5, 12));
-  ASSERT_TRUE(grow.ok());
-  EXPECT_EQ(grow->cells[0], 37);
-  auto jump = cache->place(rows(1, 17, 13));
-  ASSERT_TRUE(jump.ok());
-  EXPECT_EQ(jump->cells[0], 6);
+  EXPECT_EQ(first_cell(rows(1, 5, 12)), 37);
+  EXPECT_EQ(first_cell(rows(1, 17, 13)), 6);
 }
 
 // Sequences placed one after another each grow inside their own window, as
