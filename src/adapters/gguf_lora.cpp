@@ -166,15 +166,9 @@ Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as) {
     pair.rank = m.rank;
     GRAFT_TRY(pair.a_source, source_of(*map, *a));
     GRAFT_TRY(pair.b_source, source_of(*map, *b));
-    if (as == WeightsAs::floats) {
-      pair.a = to_floats(pair.a_source);
-      pair.b = to_floats(pair.b_source);
-      pair.a_source = pair.b_source = {};
-    }
     adapter.pairs.push_back(std::move(pair));
   }
-  if (as == WeightsAs::in_place) adapter.sources = map;
-  return adapter;
+  return finish_reading(std::move(adapter), map, as);
 }
 
 Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,

@@ -78,6 +78,19 @@ LoraWeights to_mountable(LoraAdapter adapter) {
   return weights;
 }
 
+LoraAdapter finish_reading(LoraAdapter adapter, std::shared_ptr<const void> mapping, WeightsAs as) {
+  if (as == WeightsAs::in_place) {
+    adapter.sources = std::move(mapping);
+    return adapter;
+  }
+  for (LoraPair& pair : adapter.pairs) {
+    pair.a = to_floats(pair.a_source);
+    pair.b = to_floats(pair.b_source);
+    pair.a_source = pair.b_source = {};
+  }
+  return adapter;
+}
+
 std::vector<LoraModule> modules_of(const LoraAdapter& adapter) {
   std::vector<LoraModule> out;
   for (const auto& p : adapter.pairs) {

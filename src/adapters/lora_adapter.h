@@ -73,6 +73,10 @@ Status finish_description(AdapterDescription& description, const std::string& wh
 // whose rank differs (PEFT rank_pattern) get their own scale folded into b.
 LoraWeights to_mountable(LoraAdapter adapter);
 
+// The last step of a reader, whose pairs hold sources in `mapping`: keeps
+// them in place (and the mapping alive), or turns them into floats.
+LoraAdapter finish_reading(LoraAdapter adapter, std::shared_ptr<const void> mapping, WeightsAs as);
+
 // The modules of a LoraAdapter (n_in, n_out from the sizes of a and b).
 std::vector<LoraModule> modules_of(const LoraAdapter& adapter);
 

@@ -284,17 +284,11 @@ Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    if (as == WeightsAs::in_place) {
-      GRAFT_TRY(pair.a_source, source_of(*scan.file, *a));
-      GRAFT_TRY(pair.b_source, source_of(*scan.file, *b));
-    } else {
-      GRAFT_TRY(pair.a, scan.file->read_floats(*a));
-      GRAFT_TRY(pair.b, scan.file->read_floats(*b));
-    }
+    GRAFT_TRY(pair.a_source, source_of(*scan.file, *a));
+    GRAFT_TRY(pair.b_source, source_of(*scan.file, *b));
     adapter.pairs.push_back(std::move(pair));
   }
-  if (as == WeightsAs::in_place) adapter.sources = scan.file->mapping();
-  return adapter;
+  return finish_reading(std::move(adapter), scan.file->mapping(), as);
 }
 
 Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWriteOptions& options) {

@@ -131,8 +131,7 @@ void KvCache::clear() {
 }
 
 int KvCache::padded_n_kv() const {
-  constexpr int kPad = kWindowPad;
-  const int padded = std::max(kPad, (used_end_ + kPad - 1) / kPad * kPad);
+  const int padded = std::max(kWindowPad, (used_end_ + kWindowPad - 1) / kWindowPad * kWindowPad);
   return std::min(padded, cells_total());
 }
 
@@ -243,7 +242,6 @@ int KvCache::place_new_sequence(int n) const {
 }
 
 std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
-  constexpr int kPad = kWindowPad;
   constexpr int kMaxWindows = 16;
   // Each sequence's cells: [lo, hi).
   std::vector<SeqId> seqs;
@@ -272,8 +270,8 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
   std::vector<Window> windows;
   for (int r = 0; r < int(batch.size()); ++r) {
     const size_t k = size_t(std::find(seqs.begin(), seqs.end(), batch.rows[size_t(r)].seq) - seqs.begin());
-    const int begin = lo[k] / kPad * kPad;
-    const int end = std::min(cells_total(), (hi[k] + kPad - 1) / kPad * kPad);
+    const int begin = lo[k] / kWindowPad * kWindowPad;
+    const int end = std::min(cells_total(), (hi[k] + kWindowPad - 1) / kWindowPad * kWindowPad);
     if (!windows.empty()) {
       Window& w = windows.back();
       const int merged_begin = std::min(w.cell_begin, begin);
