@@ -4,6 +4,7 @@
 // The engine (engine/forward.cpp) creates the inputs and fills them.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include <ggml.h>
@@ -51,6 +52,11 @@ struct GraphContext {
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
   const LoraInputs* lora = nullptr;  // null: no row uses an adapter
+  // A decode step of a few sequences (each row the next token of its own
+  // sequence): products with Q4_0 weights go through q4_rows, and projections
+  // of the same input share its quantized form (`quantized`: input -> it).
+  bool few_decode_rows = false;
+  std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
 };
 
 }  // namespace graft

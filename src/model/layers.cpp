@@ -1,8 +1,10 @@
 #include "model/layers.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "model/lora_ops.h"
+#include "model/q4_rows.h"
 
 namespace graft {
 
@@ -19,6 +21,14 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 }
 
 namespace {
+
+// w x, through q4_rows when the step is a few decode rows and w suits it.
+ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
+  if (!g.few_decode_rows || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
+  auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
+  if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
+  return q4_rows_mul_mat(g.ctx, w, it->second);
+}
 
 // y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
 // [n_in, n_rows] and y [n_out, n_rows]. The deltas go into y one at a time, in
@@ -41,7 +51,7 @@ ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_
 
 ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
                          LoraTarget target, ggml_tensor* bias) {
-  ggml_tensor* y = ggml_mul_mat(g.ctx, w, x);
+  ggml_tensor* y = mul_mat(g, w, x);
   if (g.lora) {
     LoraSet::Stack stack = model.lora().stack(layer, target);
     if (stack.a) y = add_lora_deltas(g, stack, x, y);
@@ -119,7 +129,7 @@ ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x) {
 ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x) {
   const ModelWeights& w = model.weights();
   x = rms_norm(g, x, w.output_norm, model.config().rms_eps);
-  return ggml_mul_mat(g.ctx, w.output, x);
+  return mul_mat(g, w.output, x);
 }
 
 }  // namespace graft

@@ -17,8 +17,10 @@ std::string shape_text(int n_dims, const int64_t* ne) {
   return s + "]";
 }
 
-// The CPU backend's repack buffer type, when this build and CPU have one.
-ggml_backend_buffer_type_t find_repack_type() {
+
+}  // namespace
+
+ggml_backend_buffer_type_t repack_buffer_type() {
   ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
   if (!dev) return nullptr;
   auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(ggml_backend_reg_get_proc_address(
@@ -30,15 +32,13 @@ ggml_backend_buffer_type_t find_repack_type() {
   return nullptr;
 }
 
-}  // namespace
-
 WeightsLoader::WeightsLoader(const GgufFile& gguf, const MappedFile& file, const ModelConfig&, bool repack)
     : gguf_(gguf), file_(file), repack_(repack) {
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (gguf.tensors().size() + 8);
   params.no_alloc = true;
   ctx_ = ggml_init(params);
-  if (repack_) repack_type_ = find_repack_type();
+  if (repack_) repack_type_ = repack_buffer_type();
 }
 
 WeightsLoader::~WeightsLoader() {

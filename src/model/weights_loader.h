@@ -21,6 +21,9 @@ namespace graft {
 
 struct ModelConfig;
 
+// The CPU backend's repack buffer type, when this build and CPU have one.
+ggml_backend_buffer_type_t repack_buffer_type();
+
 struct LoadedWeights {
   ggml_context* ctx = nullptr;  // owns the tensor headers
   std::vector<ggml_backend_buffer_t> buffers;

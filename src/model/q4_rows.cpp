@@ -1,0 +1,185 @@
+#include "model/q4_rows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+
+namespace graft {
+
+namespace {
+
+constexpr int kBlock = 32;  // Q4_0 and the 8-bit input blocks
+constexpr int kMaxRows = 8;  // rows per pass over the weights (two accumulators each stay in registers)
+
+// One row's 32 inputs, quantized. The kernel multiplies unsigned weight
+// nibbles q (the true weight is q - 8) in lanes that each see one of two
+// sets of 16 of the 32 inputs (see Q4x8), so each lane starts from -8 times
+// the sum of its set's inputs.
+struct InputBlock {
+  int8_t q[kBlock];
+  int32_t bias[2];  // -8 * sum of q[k] for k in set 0, set 1
+  float d;          // the scale, rounded to F16 as ggml keeps it
+  int32_t pad;
+};
+static_assert(sizeof(InputBlock) == 48);
+
+// ggml's repacked Q4_0 for 8 weight rows (output columns here): their 8 F16
+// scales, then 128 bytes: for half h in {0, 1}, column c, byte j, column c's
+// Q4_0 byte 8h + j with both nibbles xor 8. A Q4_0 byte i holds weight i in
+// its low nibble and weight i + 16 in its high one. Read as 16 dwords, the
+// bytes of each half give lane 2c + s column c's weights 8h + 4s .. +3 (low
+// nibbles) and 16 + 8h + 4s .. +3 (high nibbles); set s is thus inputs
+// {0-3, 8-11, 16-19, 24-27} + 4s.
+struct Q4x8 {
+  uint16_t d[8];
+  uint8_t qs[128];
+};
+static_assert(sizeof(Q4x8) == 144);
+
+bool cpu_has_vnni512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") &&
+                          __builtin_cpu_supports("fma");
+  return has;
+}
+
+#define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
+
+// Rows of x quantized block by block into dst[b * n_rows + r], each thread a
+// share of the blocks.
+GRAFT_VNNI512 void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
+  const ggml_tensor* x = dst->src[0];
+  const int64_t n_rows = x->ne[1];
+  const int64_t nb = x->ne[0] / kBlock;
+  const int64_t total = nb * n_rows;
+  const int64_t i0 = total * ith / nth;
+  const int64_t i1 = total * (ith + 1) / nth;
+  auto* out = static_cast<InputBlock*>(dst->data);
+  constexpr __mmask16 kSet0 = 0x0F0F;  // lanes k = 0-3 and 8-11 of each 16
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t b = i / n_rows;
+    const int64_t r = i % n_rows;
+    const float* src = reinterpret_cast<const float*>(static_cast<const char*>(x->data) + r * x->nb[1]) + b * kBlock;
+    const __m512 v0 = _mm512_loadu_ps(src);
+    const __m512 v1 = _mm512_loadu_ps(src + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 scale = _mm512_set1_ps(id);
+    // Round to nearest even, as the default rounding mode does.
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, scale));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, scale));
+    InputBlock& o = out[i];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16), _mm512_cvtsepi32_epi8(q1));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    const int32_t sum0 = _mm512_mask_reduce_add_epi32(kSet0, _mm512_add_epi32(q0, q1));
+    o.bias[0] = -8 * sum0;
+    o.bias[1] = -8 * (sum - sum0);
+    o.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+    o.pad = 0;
+  }
+}
+
+// Columns [8g, 8g + 8) of rows r0 .. r0 + R - 1.
+template <int R>
+GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlock* in, int64_t n_rows, int64_t r0,
+                                       float* dst, int64_t dst_stride) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
+  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4x8& blk = w[b];
+    const __m512i h0 = _mm512_xor_si512(_mm512_loadu_si512(blk.qs), flip);
+    const __m512i h1 = _mm512_xor_si512(_mm512_loadu_si512(blk.qs + 64), flip);
+    const __m512i lo0 = _mm512_and_si512(h0, low4);
+    const __m512i lo1 = _mm512_and_si512(h1, low4);
+    const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(h0, 4), low4);
+    const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(h1, 4), low4);
+    const __m512 dw = _mm512_permutexvar_ps(
+        pair, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
+    const InputBlock* a = in + b * n_rows + r0;
+    for (int r = 0; r < R; ++r) {
+      int64_t q[4];
+      int64_t bias;
+      std::memcpy(q, a[r].q, sizeof(q));
+      std::memcpy(&bias, a[r].bias, sizeof(bias));
+      __m512i s = _mm512_set1_epi64(bias);
+      s = _mm512_dpbusd_epi32(s, lo0, _mm512_set1_epi64(q[0]));
+      s = _mm512_dpbusd_epi32(s, lo1, _mm512_set1_epi64(q[1]));
+      s = _mm512_dpbusd_epi32(s, hi0, _mm512_set1_epi64(q[2]));
+      s = _mm512_dpbusd_epi32(s, hi1, _mm512_set1_epi64(q[3]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a[r].d)), acc[r]);
+    }
+  }
+  // Lane 2c + s holds column c's sum over set s.
+  const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int r = 0; r < R; ++r) {
+    const __m512 sum = _mm512_add_ps(_mm512_permutexvar_ps(even, acc[r]), _mm512_permutexvar_ps(odd, acc[r]));
+    _mm256_storeu_ps(dst + (r0 + r) * dst_stride, _mm512_castps512_ps256(sum));
+  }
+}
+
+// Each thread a share of the groups of 8 columns, all rows.
+GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
+  const ggml_tensor* w = dst->src[0];
+  const ggml_tensor* xq = dst->src[1];
+  const int64_t nb = w->ne[0] / kBlock;
+  const int64_t n_groups = w->ne[1] / 8;
+  const int64_t n_rows = dst->ne[1];
+  const int64_t dst_stride = dst->nb[1] / sizeof(float);
+  const auto* weights = static_cast<const Q4x8*>(w->data);
+  const auto* in = static_cast<const InputBlock*>(xq->data);
+  const int64_t g0 = n_groups * ith / nth;
+  const int64_t g1 = n_groups * (ith + 1) / nth;
+  for (int64_t g = g0; g < g1; ++g) {
+    const Q4x8* wg = weights + g * nb;
+    float* out = static_cast<float*>(dst->data) + g * 8;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kMaxRows) {
+      switch (std::min<int64_t>(kMaxRows, n_rows - r0)) {
+        case 1: column_group<1>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 2: column_group<2>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 3: column_group<3>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 4: column_group<4>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 5: column_group<5>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 6: column_group<6>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 7: column_group<7>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        default: column_group<8>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool q4_rows_supported(const ggml_tensor* w) {
+  if (w->type != GGML_TYPE_Q4_0 || !w->buffer || !w->extra || w->ne[1] % 8 != 0) return false;
+  if (w->ne[2] != 1 || w->ne[3] != 1 || !cpu_has_vnni512() || !ggml_cpu_has_avx2()) return false;
+  // ggml repacks Q4_0 into 8 interleaved rows wherever it has AVX2.
+  return std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
+}
+
+ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
+  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] % kBlock == 0);
+  GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1);
+  ggml_tensor* args[] = {x};
+  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * x->ne[1], x->ne[0] / kBlock, 1, 1, args, 1,
+                        quantize_kernel, GGML_N_TASKS_MAX, nullptr);
+}
+
+ggml_tensor* q4_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {
+  GGML_ASSERT(xq->type == GGML_TYPE_I8 && xq->ne[1] == w->ne[0] / kBlock);
+  const int64_t n_rows = xq->ne[0] / int64_t(sizeof(InputBlock));
+  ggml_tensor* args[] = {w, xq};
+  return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], n_rows, 1, 1, args, 2, mul_mat_kernel, GGML_N_TASKS_MAX,
+                        nullptr);
+}
+
+}  // namespace graft

@@ -1,0 +1,107 @@
+// q4_rows against ggml's own product on the same repacked Q4_0 weights.
+#include "model/q4_rows.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <ggml-alloc.h>
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+#include <gtest/gtest.h>
+
+#include "model/weights_loader.h"
+
+namespace graft {
+namespace {
+
+struct Products {
+  std::vector<float> ggml;
+  std::vector<float> q4_rows;
+};
+
+// w [n_in, n_out] (random, Q4_0, repacked) times x [n_in, n_rows], both ways.
+Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> wf(size_t(n_in * n_out));
+  std::vector<float> xf(size_t(n_in * n_rows));
+  for (float& v : wf) v = normal(rng) * 0.05f;
+  for (float& v : xf) v = normal(rng);
+  for (int64_t r = 0; r < n_rows; ++r) xf[size_t(r * n_in)] = 40.0f * float(r % 3);  // an outlier: a coarse scale
+  std::vector<uint8_t> wq(ggml_row_size(GGML_TYPE_Q4_0, n_in) * size_t(n_out));
+  ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
+
+  ggml_init_params params{};
+  params.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
+  params.no_alloc = true;
+  ggml_context* ctx = ggml_init(params);
+  ggml_tensor* w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, n_in, n_out);
+  ggml_backend_buffer_type_t repack = repack_buffer_type();
+  ggml_backend_buffer_t wbuf = repack ? ggml_backend_alloc_ctx_tensors_from_buft(ctx, repack) : nullptr;
+  Products out;
+  if (!wbuf || !q4_rows_supported(w)) {
+    if (wbuf) ggml_backend_buffer_free(wbuf);
+    ggml_free(ctx);
+    return out;
+  }
+  ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks
+
+  ggml_init_params gparams{};
+  gparams.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
+  gparams.no_alloc = true;
+  ggml_context* gctx = ggml_init(gparams);
+  ggml_tensor* x = ggml_new_tensor_2d(gctx, GGML_TYPE_F32, n_in, n_rows);
+  ggml_set_input(x);
+  ggml_tensor* a = ggml_mul_mat(gctx, w, x);
+  ggml_tensor* b = q4_rows_mul_mat(gctx, w, q4_rows_quantize(gctx, x));
+  ggml_set_output(a);
+  ggml_set_output(b);
+  ggml_cgraph* graph = ggml_new_graph(gctx);
+  ggml_build_forward_expand(graph, a);
+  ggml_build_forward_expand(graph, b);
+  ggml_backend_t backend = ggml_backend_cpu_init();
+  ggml_backend_cpu_set_n_threads(backend, 2);
+  ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(gctx, backend);
+  ggml_backend_tensor_set(x, xf.data(), 0, xf.size() * sizeof(float));
+  EXPECT_EQ(ggml_backend_graph_compute(backend, graph), GGML_STATUS_SUCCESS);
+  out.ggml.resize(size_t(n_out * n_rows));
+  out.q4_rows.resize(out.ggml.size());
+  ggml_backend_tensor_get(a, out.ggml.data(), 0, out.ggml.size() * sizeof(float));
+  ggml_backend_tensor_get(b, out.q4_rows.data(), 0, out.q4_rows.size() * sizeof(float));
+  ggml_backend_buffer_free(buf);
+  ggml_backend_free(backend);
+  ggml_free(gctx);
+  ggml_backend_buffer_free(wbuf);
+  ggml_free(ctx);
+  return out;
+}
+
+// Every row count a pass covers (1-8), two passes (9-16) and more, over
+// short and long inputs and a few or many column groups.
+TEST(Q4Rows, MatchesGgmlOnRepackedWeights) {
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  float worst = 0.0f;
+  for (const Shape s : {Shape{64, 8}, Shape{256, 72}, Shape{2048, 64}}) {
+    for (int64_t rows = 1; rows <= 20; ++rows) {
+      const Products p = multiply(s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
+      if (p.ggml.empty()) GTEST_SKIP() << "no repacked Q4_0 or no AVX-512 VNNI on this machine";
+      float top = 0.0f, diff = 0.0f;
+      for (size_t i = 0; i < p.ggml.size(); ++i) {
+        top = std::max(top, std::fabs(p.ggml[i]));
+        diff = std::max(diff, std::fabs(p.ggml[i] - p.q4_rows[i]));
+      }
+      // The integer products are ggml's; only the float sums run in another order.
+      EXPECT_LE(diff, 1e-5f * top) << s.n_in << "x" << s.n_out << ", " << rows << " rows";
+      worst = std::max(worst, diff / top);
+    }
+  }
+  std::printf("[ q4_rows vs ggml ] largest deviation: %.3g of the largest output\n", double(worst));
+}
+
+}  // namespace
+}  // namespace graft
