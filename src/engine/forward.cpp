@@ -9,30 +9,6 @@
 
 namespace graft {
 
-namespace {
-
-// Up to this many rows, a decode step's Q4_0 products go through q4_rows.
-// Measured on the 1B Q4_0 bench model (AVX-512 VNNI, 2 threads): 1.5-2x
-// ggml's rate at 2-8 rows, ~1.2x at 16 (two passes against ggml's one), even
-// at 24-32.
-constexpr size_t kMaxFewDecodeRows = 16;
-
-// 2..kMaxFewDecodeRows rows, each the next token (with logits) of its own
-// sequence. Prompts keep ggml's kernels, so a prompt is read exactly as
-// llama.cpp reads it.
-bool is_few_decode_rows(const Batch& batch) {
-  if (batch.size() < 2 || batch.size() > kMaxFewDecodeRows) return false;
-  std::vector<SeqId> seqs;
-  for (const BatchRow& row : batch.rows) {
-    if (!row.logits) return false;
-    seqs.push_back(row.seq);
-  }
-  std::sort(seqs.begin(), seqs.end());
-  return std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
-}
-
-}  // namespace
-
 Forward::Forward(Model& model, KvCache& cache, int n_threads)
     : model_(model), cache_(cache), n_threads_(std::max(1, n_threads)) {
   backend_ = ggml_backend_cpu_init();
@@ -90,7 +66,6 @@ void Forward::build(const Shape& shape) {
   g.ctx = ctx_;
   g.graph = ggml_new_graph_custom(ctx_, max_nodes, false);
   g.n_rows = shape.n_rows;
-  g.few_decode_rows = shape.few_decode_rows;
   auto input = [&](ggml_tensor* t, const char* name) {
     ggml_set_name(t, name);
     ggml_set_input(t);
@@ -133,9 +108,8 @@ void Forward::build(const Shape& shape) {
   shape_ = shape;
   have_graph_ = true;
   ++graphs_built_;
-  GRAFT_LOG_DEBUG("graph built: {} rows{}, {} outputs, {} attention windows, {} adapters per row, {} inputs through q4_rows",
-                  shape.n_rows, shape.few_decode_rows ? " (decode)" : "", shape.n_outputs, shape.windows.size(),
-                  shape.lora_used, g.quantized.size());
+  GRAFT_LOG_DEBUG("graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} inputs through q4_rows",
+                  shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
 }
 
 void Forward::reserve(int n_rows, int n_outputs) {
@@ -217,7 +191,6 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   shape.windows = placement.windows;
   for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
   shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
-  shape.few_decode_rows = is_few_decode_rows(batch);
   if (!have_graph_ || !(shape == shape_)) build(shape);
 
   set_inputs(batch, placement);

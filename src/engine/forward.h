@@ -55,7 +55,6 @@ class Forward {
     std::vector<KvCache::Window> windows;
     int lora_used = 0;
     uint64_t lora_version = 0;
-    bool few_decode_rows = false;
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;

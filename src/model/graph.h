@@ -52,10 +52,8 @@ struct GraphContext {
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
   const LoraInputs* lora = nullptr;  // null: no row uses an adapter
-  // A decode step of a few sequences (each row the next token of its own
-  // sequence): products with Q4_0 weights go through q4_rows, and projections
-  // of the same input share its quantized form (`quantized`: input -> it).
-  bool few_decode_rows = false;
+  // Inputs of q4_rows products and their quantized form, which the
+  // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
 };
 

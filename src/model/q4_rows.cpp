@@ -115,15 +115,16 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
       s = _mm512_dpbusd_epi32(s, lo1, _mm512_set1_epi64(q[1]));
       s = _mm512_dpbusd_epi32(s, hi0, _mm512_set1_epi64(q[2]));
       s = _mm512_dpbusd_epi32(s, hi1, _mm512_set1_epi64(q[3]));
+      // Both lanes of column c get its whole block sum, which is then scaled
+      // and added as ggml does (one fused multiply-add per block, in block
+      // order), so the result is ggml's to the bit.
+      s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a[r].d)), acc[r]);
     }
   }
-  // Lane 2c + s holds column c's sum over set s.
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 15, 13, 11, 9, 7, 5, 3, 1);
   for (int r = 0; r < R; ++r) {
-    const __m512 sum = _mm512_add_ps(_mm512_permutexvar_ps(even, acc[r]), _mm512_permutexvar_ps(odd, acc[r]));
-    _mm256_storeu_ps(dst + (r0 + r) * dst_stride, _mm512_castps512_ps256(sum));
+    _mm256_storeu_ps(dst + (r0 + r) * dst_stride, _mm512_castps512_ps256(_mm512_permutexvar_ps(even, acc[r])));
   }
 }
 

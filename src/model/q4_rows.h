@@ -1,15 +1,14 @@
-// Matrix products of a few rows (a decode step of 2-15 sequences) over Q4_0
+// Matrix products of a few rows (decode steps, short prompts) over Q4_0
 // weights that ggml's CPU backend has repacked into its 8-column interleaved
-// layout. ggml's kernels for that layout take the rows four at a time (or
-// sixteen), unpacking every weight block again for each group of four, and
-// below four rows they run one row at a time, reading all the weights once
-// per row. These take up to eight rows per pass over the weights, unpack each
-// block once for all of them, and multiply with AVX-512 VNNI.
+// layout. ggml's kernels for that layout take the rows four at a time below
+// sixteen, unpacking every weight block again for each group of four, and
+// one row at a time below four, reading all the weights once per row. These
+// take up to eight rows per pass over the weights, unpack each block once for
+// all of them, and multiply with AVX-512 VNNI.
 //
-// The inputs are quantized to 8-bit blocks of 32 as ggml quantizes them
-// (scale max|x| / 127 kept as F16, values rounded to nearest even), so the
-// integer products are the ones ggml computes; only the order of the float
-// sums differs (a few ulps).
+// The result is ggml's to the bit: the inputs are quantized to 8-bit blocks
+// as ggml quantizes them, the integer block sums are exact, and each block is
+// scaled and added with one fused multiply-add, in block order, as ggml does.
 #pragma once
 
 #include <ggml.h>
