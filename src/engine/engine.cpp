@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -137,10 +138,18 @@ void Engine::count_routes(const AdapterRoute& route, int delta) {
 }
 
 void Engine::loop() {
-  if (config_.compute_nice != 0) {
-    // On Linux the niceness is per thread; ggml's compute threads, started
-    // from this one, inherit it.
-    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  // On Linux the niceness and the policy are per thread; ggml's compute
+  // threads, started from this one, inherit them.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  if (config_.compute_nice == EngineConfig::kComputeIdle) {
+    // The kernel also counts a core running only SCHED_IDLE threads as free
+    // when it places a waking thread, so HTTP threads never queue behind
+    // anything else on a busy core.
+    sched_param param{};
+    if (::sched_setscheduler(static_cast<pid_t>(tid), SCHED_IDLE, &param) != 0) {
+      GRAFT_LOG_WARN("cannot make the compute threads idle-priority: {}", std::strerror(errno));
+    }
+  } else if (config_.compute_nice != 0) {
     if (::setpriority(PRIO_PROCESS, tid, config_.compute_nice) != 0) {
       GRAFT_LOG_WARN("cannot set the compute threads' niceness to {}: {}", config_.compute_nice,
                      std::strerror(errno));

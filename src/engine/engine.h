@@ -34,7 +34,9 @@ struct EngineConfig {
   int max_waiting = 1024;  // more queued requests are refused ("overloaded")
   // Niceness of the engine thread and the compute threads it starts: above 0,
   // HTTP threads (and /health) get a core at once while a batch computes.
+  // kComputeIdle: they run only when nothing else wants a core (SCHED_IDLE).
   int compute_nice = 5;
+  static constexpr int kComputeIdle = 20;
 };
 
 // A snapshot for /stats and /health, cheap to take from any thread.

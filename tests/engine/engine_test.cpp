@@ -3,8 +3,12 @@
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -314,6 +318,34 @@ TEST(Engine, AFailedStepFailsOnlyItsRequests) {
   EXPECT_EQ(next.wait().finish_reason, FinishReason::kLength);
   EXPECT_EQ(next.ids(), FakeExecutor::expected(prompt_of(5, 1), 5, 27));
   EXPECT_EQ(h.engine->stats().requests_failed, 1u);
+}
+
+// Threads of this process under this scheduling policy at this niceness.
+int threads_with(int policy, int nice) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t tid = std::stoi(entry.path().filename().string());
+    errno = 0;
+    const int prio = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    if (errno == 0 && sched_getscheduler(tid) == policy && prio == nice) ++n;
+  }
+  return n;
+}
+
+TEST(Engine, ComputeThreadsRunAtTheConfiguredPriority) {
+  for (int nice : {7, EngineConfig::kComputeIdle}) {
+    EngineConfig config;
+    config.compute_nice = nice;
+    Harness h({}, config);
+    Collector c;
+    ASSERT_TRUE(h.engine->submit(request(prompt_of(5, 1), 3), c.sink()).ok());
+    EXPECT_EQ(c.wait().finish_reason, FinishReason::kLength);
+    if (nice == EngineConfig::kComputeIdle) {
+      EXPECT_EQ(threads_with(SCHED_IDLE, 0), 1) << "the engine thread";
+    } else {
+      EXPECT_EQ(threads_with(SCHED_OTHER, nice), 1) << "the engine thread";
+    }
+  }
 }
 
 TEST(Engine, SamplerErrorsEndTheRequestWithTheReason) {
