@@ -4,7 +4,8 @@
 # prints a side-by-side table. Each server runs alone (one after the other).
 # Env: GRAFT, LLAMA_BIN, MODEL, THREADS (see bench/common.sh), PARALLEL
 # (default 8), CTX (per request, default 2048), ROUNDS (default 2),
-# SCENARIOS (default: all), OUT (result folder).
+# SCENARIOS (default: all), OUT (result folder), GRAFT_ARGS (more options for
+# graft serve, e.g. "--compute-nice idle").
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -26,8 +27,9 @@ run_scenarios() {
 
 echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, parallel: $PARALLEL, ctx per request: $CTX" >&2
 
+# shellcheck disable=SC2086  # GRAFT_ARGS is a list of options
 "$GRAFT" serve "$MODEL" --port "$PORT" --threads "$THREADS" --ctx "$CTX" --parallel "$PARALLEL" --alias bench \
-  > "$OUT/graft.log" 2>&1 &
+  ${GRAFT_ARGS:-} > "$OUT/graft.log" 2>&1 &
 SERVER_PID=$!
 wait_ready "$OUT/graft.log"
 run_scenarios graft
