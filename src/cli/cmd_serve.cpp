@@ -58,7 +58,8 @@ void serve(ServeArgs args) {
   options.kv_type = args.kv_type;
   options.step_tokens = args.batch;
   options.prefix_cache = !args.no_prefix_cache;
-  options.compute_nice = args.compute_nice == "idle" ? EngineConfig::kComputeIdle : std::stoi(args.compute_nice);
+  options.compute_nice =
+      args.compute_nice == "idle" ? EngineConfig::kComputeIdle : std::stoi(args.compute_nice);
   int64_t budget_bytes = 0;
   if (!args.kv_budget.empty()) {
     auto budget = server::parse_kv_budget(args.kv_budget);
@@ -146,10 +147,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body", args->max_body_mib, "Largest request body in MiB")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 4096.0));
-  cmd->add_option("--compute-nice", args->compute_nice,
-                  "Niceness of the compute threads (0-19, or idle); above 0 the HTTP side (and /health) answers "
-                  "at once while a batch computes, 0 keeps them equal; idle: they run only when nothing else "
-                  "wants a core, which keeps /health quickest but lets any other program slow generation")
+  cmd->add_option(
+         "--compute-nice", args->compute_nice,
+         "Niceness of the compute threads (0-19, or idle); above 0 the HTTP side (and /health) answers "
+         "at once while a batch computes, 0 keeps them equal; idle: they run only when nothing else "
+         "wants a core, which keeps /health quickest but lets any other program slow generation")
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");

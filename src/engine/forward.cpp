@@ -108,8 +108,9 @@ void Forward::build(const Shape& shape) {
   shape_ = shape;
   have_graph_ = true;
   ++graphs_built_;
-  GRAFT_LOG_DEBUG("graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} inputs through q4_rows",
-                  shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
+  GRAFT_LOG_DEBUG(
+      "graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} q4_rows inputs",
+      shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
 }
 
 void Forward::reserve(int n_rows, int n_outputs) {

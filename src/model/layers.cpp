@@ -30,7 +30,8 @@ namespace {
 constexpr int64_t kQ4RowsMax = 16;
 
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
-  if (x->ne[1] > kQ4RowsMax || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
+  if (x->ne[1] > kQ4RowsMax || !ggml_is_contiguous(x) || !q4_rows_supported(w))
+    return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
   return q4_rows_mul_mat(g.ctx, w, it->second);

@@ -13,7 +13,7 @@ namespace graft {
 
 namespace {
 
-constexpr int kBlock = 32;  // Q4_0 and the 8-bit input blocks
+constexpr int kBlock = 32;   // Q4_0 and the 8-bit input blocks
 constexpr int kMaxRows = 8;  // rows per pass over the weights (two accumulators each stay in registers)
 
 // One row's 32 inputs, quantized. The kernel multiplies unsigned weight
@@ -64,7 +64,8 @@ GRAFT_VNNI512 void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   for (int64_t i = i0; i < i1; ++i) {
     const int64_t b = i / n_rows;
     const int64_t r = i % n_rows;
-    const float* src = reinterpret_cast<const float*>(static_cast<const char*>(x->data) + r * x->nb[1]) + b * kBlock;
+    const float* src =
+        reinterpret_cast<const float*>(static_cast<const char*>(x->data) + r * x->nb[1]) + b * kBlock;
     const __m512 v0 = _mm512_loadu_ps(src);
     const __m512 v1 = _mm512_loadu_ps(src + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -87,8 +88,8 @@ GRAFT_VNNI512 void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 // Columns [8g, 8g + 8) of rows r0 .. r0 + R - 1.
 template <int R>
-GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlock* in, int64_t n_rows, int64_t r0,
-                                       float* dst, int64_t dst_stride) {
+GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlock* in, int64_t n_rows,
+                                       int64_t r0, float* dst, int64_t dst_stride) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -103,7 +104,8 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
     const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(h0, 4), low4);
     const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(h1, 4), low4);
     const __m512 dw = _mm512_permutexvar_ps(
-        pair, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
+        pair,
+        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
     const InputBlock* a = in + b * n_rows + r0;
     for (int r = 0; r < R; ++r) {
       int64_t q[4];
@@ -124,7 +126,8 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
   }
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(dst + (r0 + r) * dst_stride, _mm512_castps512_ps256(_mm512_permutexvar_ps(even, acc[r])));
+    _mm256_storeu_ps(dst + (r0 + r) * dst_stride,
+                     _mm512_castps512_ps256(_mm512_permutexvar_ps(even, acc[r])));
   }
 }
 
@@ -145,14 +148,30 @@ GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     float* out = static_cast<float*>(dst->data) + g * 8;
     for (int64_t r0 = 0; r0 < n_rows; r0 += kMaxRows) {
       switch (std::min<int64_t>(kMaxRows, n_rows - r0)) {
-        case 1: column_group<1>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 2: column_group<2>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 3: column_group<3>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 4: column_group<4>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 5: column_group<5>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 6: column_group<6>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        case 7: column_group<7>(wg, nb, in, n_rows, r0, out, dst_stride); break;
-        default: column_group<8>(wg, nb, in, n_rows, r0, out, dst_stride); break;
+        case 1:
+          column_group<1>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 2:
+          column_group<2>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 3:
+          column_group<3>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 4:
+          column_group<4>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 5:
+          column_group<5>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 6:
+          column_group<6>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        case 7:
+          column_group<7>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
+        default:
+          column_group<8>(wg, nb, in, n_rows, r0, out, dst_stride);
+          break;
       }
     }
   }
@@ -171,8 +190,8 @@ ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
   GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] % kBlock == 0);
   GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1);
   ggml_tensor* args[] = {x};
-  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * x->ne[1], x->ne[0] / kBlock, 1, 1, args, 1,
-                        quantize_kernel, GGML_N_TASKS_MAX, nullptr);
+  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * x->ne[1], x->ne[0] / kBlock, 1, 1,
+                        args, 1, quantize_kernel, GGML_N_TASKS_MAX, nullptr);
 }
 
 ggml_tensor* q4_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {

@@ -17,7 +17,6 @@ std::string shape_text(int n_dims, const int64_t* ne) {
   return s + "]";
 }
 
-
 }  // namespace
 
 ggml_backend_buffer_type_t repack_buffer_type() {

@@ -8,8 +8,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <filesystem>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <numeric>

@@ -30,7 +30,8 @@ Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
   std::vector<float> xf(size_t(n_in * n_rows));
   for (float& v : wf) v = normal(rng) * 0.05f;
   for (float& v : xf) v = normal(rng);
-  for (int64_t r = 0; r < n_rows; ++r) xf[size_t(r * n_in)] = 40.0f * float(r % 3);  // an outlier: a coarse scale
+  for (int64_t r = 0; r < n_rows; ++r)
+    xf[size_t(r * n_in)] = 40.0f * float(r % 3);  // an outlier: a coarse scale
   std::vector<uint8_t> wq(ggml_row_size(GGML_TYPE_Q4_0, n_in) * size_t(n_out));
   ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
 
