@@ -22,16 +22,10 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 
 namespace {
 
-// w x: through q4_rows for up to kQ4RowsMax rows when w suits it, through
-// ggml otherwise. The result is ggml's to the bit either way. On the 1B Q4_0
-// bench model q4_rows ran ~1.2x ggml's speed for one row, 1.5-2x for 2-8 and
-// ~1.2x for 16; at 24-32 rows, where ggml takes sixteen rows per pass, the two
-// were even.
-constexpr int64_t kQ4RowsMax = 16;
-
+// w x: through q4_rows when w suits it (the result is ggml's to the bit),
+// through ggml otherwise.
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
-  if (x->ne[1] > kQ4RowsMax || !ggml_is_contiguous(x) || !q4_rows_supported(w))
-    return ggml_mul_mat(g.ctx, w, x);
+  if (!ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
   return q4_rows_mul_mat(g.ctx, w, it->second);

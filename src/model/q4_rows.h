@@ -1,10 +1,13 @@
-// Matrix products of a few rows (decode steps, short prompts) over Q4_0
-// weights that ggml's CPU backend has repacked into its 8-column interleaved
-// layout. ggml's kernels for that layout take the rows four at a time below
-// sixteen, unpacking every weight block again for each group of four, and
-// one row at a time below four, reading all the weights once per row. These
-// take up to eight rows per pass over the weights, unpack each block once for
-// all of them, and multiply with AVX-512 VNNI.
+// Matrix products over Q4_0 weights that ggml's CPU backend has repacked
+// into its 8-column interleaved layout, for any number of rows. ggml's
+// kernels for that layout take the rows sixteen at a time (four at a time
+// below sixteen, one at a time below four), unpacking every weight block
+// again for each group of rows and spending four instructions on each VNNI
+// multiply to make it signed. These take the rows eight at a time, unpack
+// each block once for all of them, and multiply the unsigned nibbles
+// directly, the -8 offset folded into each accumulator's start. On the 1B
+// Q4_0 bench model (AVX-512 VNNI, 2 threads): prompts ~1.3x ggml's rate,
+// one-row decode ~1.2-1.4x, 2-8 rows 1.3-2x.
 //
 // The result is ggml's to the bit: the inputs are quantized to 8-bit blocks
 // as ggml quantizes them, the integer block sums are exact, and each block is
