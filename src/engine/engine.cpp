@@ -143,8 +143,8 @@ void Engine::loop() {
   const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
   if (config_.compute_nice == EngineConfig::kComputeIdle) {
     // The kernel also counts a core running only SCHED_IDLE threads as free
-    // when it places a waking thread, so HTTP threads never queue behind
-    // anything else on a busy core.
+    // when it places a waking thread, so a waking HTTP thread can take a
+    // computing core instead of queueing behind whatever holds the other.
     sched_param param{};
     if (::sched_setscheduler(static_cast<pid_t>(tid), SCHED_IDLE, &param) != 0) {
       GRAFT_LOG_WARN("cannot make the compute threads idle-priority: {}", std::strerror(errno));
