@@ -3,8 +3,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
@@ -77,8 +79,9 @@ GRAFT_VNNI512 void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     InputBlock& o = out[i];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16), _mm512_cvtsepi32_epi8(q1));
-    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    const int32_t sum0 = _mm512_mask_reduce_add_epi32(kSet0, _mm512_add_epi32(q0, q1));
+    const __m512i q01 = _mm512_add_epi32(q0, q1);
+    const int32_t sum = _mm512_reduce_add_epi32(q01);
+    const int32_t sum0 = _mm512_mask_reduce_add_epi32(kSet0, q01);
     o.bias[0] = -8 * sum0;
     o.bias[1] = -8 * (sum - sum0);
     o.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
@@ -131,6 +134,14 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
   }
 }
 
+// column_group<R> for R = 1 .. kMaxRows, at index R - 1.
+using ColumnGroupFn = void (*)(const Q4x8*, int64_t, const InputBlock*, int64_t, int64_t, float*, int64_t);
+template <size_t... I>
+constexpr std::array<ColumnGroupFn, sizeof...(I)> column_group_table(std::index_sequence<I...>) {
+  return {&column_group<int(I) + 1>...};
+}
+constexpr auto kColumnGroups = column_group_table(std::make_index_sequence<kMaxRows>{});
+
 // Each thread a share of the groups of 8 columns, all rows.
 GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const ggml_tensor* w = dst->src[0];
@@ -147,32 +158,8 @@ GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     const Q4x8* wg = weights + g * nb;
     float* out = static_cast<float*>(dst->data) + g * 8;
     for (int64_t r0 = 0; r0 < n_rows; r0 += kMaxRows) {
-      switch (std::min<int64_t>(kMaxRows, n_rows - r0)) {
-        case 1:
-          column_group<1>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 2:
-          column_group<2>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 3:
-          column_group<3>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 4:
-          column_group<4>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 5:
-          column_group<5>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 6:
-          column_group<6>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        case 7:
-          column_group<7>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-        default:
-          column_group<8>(wg, nb, in, n_rows, r0, out, dst_stride);
-          break;
-      }
+      const int64_t rows = std::min<int64_t>(kMaxRows, n_rows - r0);
+      kColumnGroups[size_t(rows - 1)](wg, nb, in, n_rows, r0, out, dst_stride);
     }
   }
 }
