@@ -9,10 +9,12 @@ namespace graft {
 BatchPlan::BatchPlan(const std::vector<TrainExample>& examples, int batch_size, uint64_t seed) : seed_(seed) {
   std::vector<int> ids(examples.size());
   std::iota(ids.begin(), ids.end(), 0);
-  std::stable_sort(ids.begin(), ids.end(),
-                   [&](int a, int b) { return examples[size_t(a)].tokens.size() < examples[size_t(b)].tokens.size(); });
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
+    return examples[size_t(a)].tokens.size() < examples[size_t(b)].tokens.size();
+  });
   for (size_t i = 0; i < ids.size(); i += size_t(batch_size)) {
-    batches_.emplace_back(ids.begin() + long(i), ids.begin() + long(std::min(ids.size(), i + size_t(batch_size))));
+    batches_.emplace_back(ids.begin() + long(i),
+                          ids.begin() + long(std::min(ids.size(), i + size_t(batch_size))));
   }
 }
 
@@ -41,7 +43,8 @@ int64_t count_targets(const std::vector<TrainExample>& examples, const std::vect
   return n;
 }
 
-MicroBatch make_micro_batch(const std::vector<TrainExample>& examples, const std::vector<int>& ids, float weight) {
+MicroBatch make_micro_batch(const std::vector<TrainExample>& examples, const std::vector<int>& ids,
+                            float weight) {
   MicroBatch b;
   b.n_seqs = int(ids.size());
   for (int id : ids) b.seq_len = std::max(b.seq_len, int(examples[size_t(id)].tokens.size()));

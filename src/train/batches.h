@@ -32,7 +32,8 @@ class BatchPlan {
 
 // The examples as one micro-batch: padded to the longest, each target's
 // loss weighted by weight.
-MicroBatch make_micro_batch(const std::vector<TrainExample>& examples, const std::vector<int>& ids, float weight);
+MicroBatch make_micro_batch(const std::vector<TrainExample>& examples, const std::vector<int>& ids,
+                            float weight);
 
 // Targets in these examples (for the 1 / count weights of a step).
 int64_t count_targets(const std::vector<TrainExample>& examples, const std::vector<int>& ids);

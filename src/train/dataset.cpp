@@ -65,7 +65,8 @@ Result<TrainExample> ExampleEncoder::encode_chat(const ChatJson& line) const {
     for (size_t i = 0; i < n; ++i) part.push_back(messages[i]);
     opts.add_generation_prompt = generation_prompt;
     auto text = template_->render(part, tools, opts);
-    if (!text) return errorf("invalid_data", "the chat template refuses the conversation: {}", text.error().message);
+    if (!text)
+      return errorf("invalid_data", "the chat template refuses the conversation: {}", text.error().message);
     return text;
   };
   GRAFT_TRY(const std::string full, render(messages.size(), false));
@@ -85,8 +86,9 @@ Result<TrainExample> ExampleEncoder::encode_chat(const ChatJson& line) const {
     }
   }
   if (spans.empty()) {
-    return errorf("invalid_data", "the chat template renders this conversation so that no assistant turn can "
-                                  "be told apart from the prompt");
+    return errorf("invalid_data",
+                  "the chat template renders this conversation so that no assistant turn can "
+                  "be told apart from the prompt");
   }
   TrainExample e;
   if (tokenizer_->add_bos() && tokenizer_->bos() >= 0 && !starts_with(full, opts.bos_token)) {
@@ -139,9 +141,10 @@ Result<TrainExample> ExampleEncoder::encode_line(const std::string& text, std::s
     append(e, tokens, true);
     if (eos >= 0) append(e, {eos}, true);
   } else {
-    return errorf("invalid_data",
-                  "unknown example shape (keys: {}): expected 'messages', 'prompt' and 'completion', or 'text'",
-                  keys_of(line));
+    return errorf(
+        "invalid_data",
+        "unknown example shape (keys: {}): expected 'messages', 'prompt' and 'completion', or 'text'",
+        keys_of(line));
   }
   // The first token is never predicted.
   if (!e.target.empty()) e.target[0] = 0;

@@ -33,8 +33,8 @@ struct TrainExample {
 
 struct DatasetStats {
   std::string path;
-  std::string sha256;  // of the file's bytes
-  int64_t lines = 0;   // examples read
+  std::string sha256;                          // of the file's bytes
+  int64_t lines = 0;                           // examples read
   int64_t chat = 0, completion = 0, text = 0;  // by shape
   int64_t truncated = 0;                       // longer than max_seq_length, cut
   int64_t dropped = 0;                         // no target token left after the cut
@@ -62,8 +62,8 @@ struct EncodeOptions {
 class ExampleEncoder {
  public:
   // chat_template may be null: then `messages` lines are errors.
-  ExampleEncoder(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<const ChatTemplate> chat_template,
-                 EncodeOptions options);
+  ExampleEncoder(std::shared_ptr<const Tokenizer> tokenizer,
+                 std::shared_ptr<const ChatTemplate> chat_template, EncodeOptions options);
 
   // Reads a whole file. Errors (malformed JSON, a line of unknown shape, a
   // conversation with no assistant turn or that the template refuses, a

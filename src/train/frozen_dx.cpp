@@ -51,8 +51,8 @@ int64_t column_unit(const ggml_tensor* w) {
 
 // Rows [o0, o0 + n_rows) x columns [c0, c0 + n_cols) of w as floats, strip
 // by strip: tile[(s * kChunkRows + o) * kStrip + j] = W[o0 + o][c0 + 16 s + j].
-void load_tile(const ggml_tensor* w, bool repacked, int64_t o0, int n_rows, int64_t c0, int n_cols, float* tile,
-               std::vector<float>& row) {
+void load_tile(const ggml_tensor* w, bool repacked, int64_t o0, int n_rows, int64_t c0, int n_cols,
+               float* tile, std::vector<float>& row) {
   if (repacked) {
     const int64_t n_blocks = w->ne[0] / kQ4Block;
     const auto* blocks = static_cast<const Q4x8*>(w->data);
@@ -95,7 +95,8 @@ void load_tile(const ggml_tensor* w, bool repacked, int64_t o0, int n_rows, int6
 
 // dst rows i < NR, 16 columns: dst[i] (+)= sum_o g[i * ldg + o] * strip[o].
 template <int NR>
-void strip_kernel_generic(const float* strip, int n, const float* g, int ldg, float* dst, int64_t ldd, bool add) {
+void strip_kernel_generic(const float* strip, int n, const float* g, int ldg, float* dst, int64_t ldd,
+                          bool add) {
   float acc[NR][kStrip];
   for (int i = 0; i < NR; ++i) {
     for (int j = 0; j < kStrip; ++j) acc[i][j] = add ? dst[i * ldd + j] : 0.0f;
@@ -190,8 +191,8 @@ void frozen_dx_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         const int nr = int(std::min<int64_t>(kRowBlock, n_rows - r0));
         const StripKernel kernel = kernel_for(nr);
         for (int s = 0; s < n_cols / kStrip; ++s) {
-          kernel(tile.data() + size_t(s) * kChunkRows * kStrip, n, packed_dy.data() + r0 * kChunkRows, kChunkRows,
-                 out + r0 * ldd + c0 + s * kStrip, int64_t(ldd), o0 > 0);
+          kernel(tile.data() + size_t(s) * kChunkRows * kStrip, n, packed_dy.data() + r0 * kChunkRows,
+                 kChunkRows, out + r0 * ldd + c0 + s * kStrip, int64_t(ldd), o0 > 0);
         }
       }
     }
@@ -228,7 +229,8 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph) {
     ggml_tensor* node = ggml_graph_node(graph, i);
     if (node->op != GGML_OP_OUT_PROD) continue;
     ggml_tensor* w = node->src[0];
-    const bool frozen = w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
+    const bool frozen =
+        w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
     if (!frozen || !frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
     if (node->ne[2] != 1 || node->ne[3] != 1) continue;
     // The same node becomes the custom op: its consumers and the graph's

@@ -44,7 +44,8 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
                                                        const std::vector<int>& layers,
                                                        const std::vector<LoraTarget>& targets) {
   if (rank <= 0) return errorf("invalid_argument", "rank must be at least 1 (got {})", rank);
-  if (layers.empty() || targets.empty()) return errorf("invalid_argument", "no layers or no targets to train");
+  if (layers.empty() || targets.empty())
+    return errorf("invalid_argument", "no layers or no targets to train");
   std::unique_ptr<LoraParams> p(new LoraParams());
   p->rank_ = rank;
   const size_t n_tensors = layers.size() * targets.size() * 8;
@@ -75,7 +76,8 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
     }
   }
   p->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(p->ctx_, ggml_backend_cpu_buffer_type());
-  if (!p->buffer_) return errorf("out_of_memory", "cannot allocate {} LoRA pairs of rank {}", p->pairs_.size(), rank);
+  if (!p->buffer_)
+    return errorf("out_of_memory", "cannot allocate {} LoRA pairs of rank {}", p->pairs_.size(), rank);
   ggml_backend_buffer_clear(p->buffer_, 0);
   return p;
 }
@@ -194,7 +196,8 @@ Status LoraParams::load_state(const std::string& path, bool with_moments) {
       const SafetensorsTensor* entry = file.find(name);
       if (!entry) return errorf("invalid_checkpoint", "{}: missing tensor '{}'", path, name);
       if (entry->dtype != "F32" || entry->shape != std::vector<int64_t>{t->ne[1], t->ne[0]}) {
-        return errorf("invalid_checkpoint", "{}: tensor '{}' is not F32 [{}, {}]", path, name, t->ne[1], t->ne[0]);
+        return errorf("invalid_checkpoint", "{}: tensor '{}' is not F32 [{}, {}]", path, name, t->ne[1],
+                      t->ne[0]);
       }
       std::memcpy(t->data, file.bytes(*entry).data(), ggml_nbytes(t));
     }

@@ -37,7 +37,8 @@ class LoraParams {
   };
 
   // Pairs on `targets` of each of `layers`, shaped for the model.
-  static Result<std::unique_ptr<LoraParams>> create(const ModelConfig& config, int rank, const std::vector<int>& layers,
+  static Result<std::unique_ptr<LoraParams>> create(const ModelConfig& config, int rank,
+                                                    const std::vector<int>& layers,
                                                     const std::vector<LoraTarget>& targets);
   ~LoraParams();
   LoraParams(const LoraParams&) = delete;

@@ -65,7 +65,9 @@ Result<fs::path> publish_adapter(const LoraParams& params, float scale, const Ba
     return fail(make_error("already_exists", "an adapter '" + info.id + "' appeared in the store meanwhile"));
   }
   fs::rename(tmp, final_dir, ec);
-  if (ec) return fail(make_error("io_error", "cannot move the adapter into " + final_dir.string() + ": " + ec.message()));
+  if (ec)
+    return fail(
+        make_error("io_error", "cannot move the adapter into " + final_dir.string() + ": " + ec.message()));
   return final_dir;
 }
 

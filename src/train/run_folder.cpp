@@ -55,14 +55,14 @@ Result<fs::path> RunFolder::save_checkpoint(const LoraParams& params, const Chec
   fs::create_directories(tmp, ec);
   if (ec) return errorf("io_error", "cannot create {}: {}", tmp.string(), ec.message());
   GRAFT_TRY_STATUS(params.save_state((tmp / kStateWeights).string(), /*with_moments=*/true));
-  nlohmann::json j = {{"step", state.step},           {"total_steps", state.total_steps},
-                      {"tokens", state.tokens},       {"wall_s", state.wall_s},
-                      {"train_loss", state.train_loss}, {"val_loss", nullptr}};
+  nlohmann::json j = {{"step", state.step},     {"total_steps", state.total_steps}, {"tokens", state.tokens},
+                      {"wall_s", state.wall_s}, {"train_loss", state.train_loss},   {"val_loss", nullptr}};
   if (state.val_loss) j["val_loss"] = *state.val_loss;
   GRAFT_TRY_STATUS(write_file_atomic(tmp / kStateJson, j.dump(2) + "\n"));
   fs::remove_all(final_dir, ec);
   fs::rename(tmp, final_dir, ec);
-  if (ec) return errorf("io_error", "cannot move the checkpoint into {}: {}", final_dir.string(), ec.message());
+  if (ec)
+    return errorf("io_error", "cannot move the checkpoint into {}: {}", final_dir.string(), ec.message());
   // The previous latest stays until this one is the latest.
   std::string previous;
   if (auto text = read_file(checkpoints() / kLatest)) previous = *text;

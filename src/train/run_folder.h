@@ -30,11 +30,11 @@ namespace fs = std::filesystem;
 // and the dropout masks are functions of (seed, step), so the step is the
 // whole position in the data and the random state.
 struct CheckpointState {
-  int step = 0;             // optimizer steps done
+  int step = 0;  // optimizer steps done
   int total_steps = 0;
-  int64_t tokens = 0;       // tokens trained so far
-  double wall_s = 0.0;      // training time so far (all sessions)
-  double train_loss = 0.0;  // the last step's
+  int64_t tokens = 0;              // tokens trained so far
+  double wall_s = 0.0;             // training time so far (all sessions)
+  double train_loss = 0.0;         // the last step's
   std::optional<double> val_loss;  // the last validation's
 };
 

@@ -54,7 +54,7 @@ struct TrainGraph::Built {
   ggml_tensor* grad[2] = {};           // F32 [n_embd, rows]: gradients of hidden states
   std::vector<ggml_tensor*> inputs;    // F32 [n_embd, rows]: each trained layer's input (checkpointing)
   TrainingInputs training;
-  std::unique_ptr<Graph> forward;                 // forward and head (and, unless checkpointing, backward)
+  std::unique_ptr<Graph> forward;                // forward and head (and, unless checkpointing, backward)
   std::vector<std::unique_ptr<Graph>> segments;  // checkpointing: one per trained layer, the lowest first
 
   ~Built() {
@@ -74,7 +74,8 @@ TrainGraph::TrainGraph(const Model& model, LoraParams& params, const TrainGraphO
     ggml_set_param(p.b);
   }
   dropout_keys_.resize(size_t(n_layer * kLoraTargetCount));
-  for (size_t i = 0; i < dropout_keys_.size(); ++i) dropout_keys_[i] = {&dropout_step_key_, i, options.dropout};
+  for (size_t i = 0; i < dropout_keys_.size(); ++i)
+    dropout_keys_[i] = {&dropout_step_key_, i, options.dropout};
 
   backend_ = ggml_backend_cpu_init();
   ggml_threadpool_params tp = ggml_threadpool_params_default(std::max(1, options.n_threads));
@@ -118,7 +119,8 @@ Status TrainGraph::build(const Shape& shape) {
   if (shape.train) {
     for (ggml_tensor*& g : b->grad) g = ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, c.n_embd, rows);
   }
-  for (int i = 0; i < n_inputs; ++i) b->inputs.push_back(ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, c.n_embd, rows));
+  for (int i = 0; i < n_inputs; ++i)
+    b->inputs.push_back(ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, c.n_embd, rows));
   b->buffer = ggml_backend_alloc_ctx_tensors_from_buft(b->ctx, ggml_backend_cpu_buffer_type());
   if (!b->buffer) return errorf("out_of_memory", "cannot allocate the training buffers for {} rows", rows);
   ggml_backend_buffer_clear(b->buffer, 0);
@@ -328,7 +330,8 @@ Result<BatchLosses> TrainGraph::accumulate(const MicroBatch& batch, uint64_t dro
   set_inputs(*built_, batch);
   GRAFT_TRY_STATUS(compute(*built_->forward));
   // Checkpointing: the trained layers from the top down.
-  for (auto it = built_->segments.rbegin(); it != built_->segments.rend(); ++it) GRAFT_TRY_STATUS(compute(**it));
+  for (auto it = built_->segments.rbegin(); it != built_->segments.rend(); ++it)
+    GRAFT_TRY_STATUS(compute(**it));
   const auto* loss = static_cast<const double*>(built_->loss->data);
   out.loss.assign(loss, loss + batch.loss_rows.size());
   return out;
@@ -348,14 +351,17 @@ Result<BatchLosses> TrainGraph::evaluate(const MicroBatch& batch) {
 
 Status TrainGraph::adamw(const AdamWStep& step) {
   if (!adamw_graph_) {
-    const size_t n = params_.pairs().size() * 2 + 8;
+    const size_t n =
+        params_.pairs().size() * 2 * 5 + 16;  // per update: the node, the weight, its gradient and moments
     adamw_graph_ = std::make_unique<Graph>(n, false);
     Graph& g = *adamw_graph_;
     adamw_params_ = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, 7);
     ggml_set_input(adamw_params_);
     for (const LoraParams::Pair& p : params_.pairs()) {
-      ggml_build_forward_expand(g.graph, ggml_opt_step_adamw(g.ctx, p.a, p.grad_a, p.m_a, p.v_a, adamw_params_));
-      ggml_build_forward_expand(g.graph, ggml_opt_step_adamw(g.ctx, p.b, p.grad_b, p.m_b, p.v_b, adamw_params_));
+      ggml_build_forward_expand(g.graph,
+                                ggml_opt_step_adamw(g.ctx, p.a, p.grad_a, p.m_a, p.v_a, adamw_params_));
+      ggml_build_forward_expand(g.graph,
+                                ggml_opt_step_adamw(g.ctx, p.b, p.grad_b, p.m_b, p.v_b, adamw_params_));
     }
     if (!ggml_gallocr_alloc_graph(adamw_allocator_, g.graph)) {
       return errorf("out_of_memory", "cannot allocate the optimizer's graph");

@@ -19,7 +19,8 @@ void cross_entropy_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const int64_t n_vocab = logits->ne[0];
   const int64_t n_rows = logits->ne[1];
   for (int64_t r = ith; r < n_rows; r += nth) {
-    const float* in = reinterpret_cast<const float*>(static_cast<const char*>(logits->data) + r * logits->nb[1]);
+    const float* in =
+        reinterpret_cast<const float*>(static_cast<const char*>(logits->data) + r * logits->nb[1]);
     float* x = reinterpret_cast<float*>(static_cast<char*>(dst->data) + r * dst->nb[1]);
     const int32_t label = labels[r];
     float max = in[0];
@@ -59,8 +60,8 @@ void dropout_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 
 }  // namespace
 
-ggml_tensor* cross_entropy_rows(ggml_context* ctx, ggml_tensor* logits, ggml_tensor* labels, ggml_tensor* weights,
-                                ggml_tensor* loss) {
+ggml_tensor* cross_entropy_rows(ggml_context* ctx, ggml_tensor* logits, ggml_tensor* labels,
+                                ggml_tensor* weights, ggml_tensor* loss) {
   GGML_ASSERT(logits->type == GGML_TYPE_F32 && ggml_is_contiguous(logits));
   GGML_ASSERT(labels->type == GGML_TYPE_I32 && labels->ne[0] == logits->ne[1]);
   GGML_ASSERT(weights->type == GGML_TYPE_F32 && weights->ne[0] == logits->ne[1]);

@@ -43,8 +43,8 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph);
 // -log softmax(logits)[label] of each row to `loss` and returns the gradient
 // of sum_r weights[r] * loss[r] w.r.t. the logits:
 // weights[r] * (softmax - onehot(label)).
-ggml_tensor* cross_entropy_rows(ggml_context* ctx, ggml_tensor* logits, ggml_tensor* labels, ggml_tensor* weights,
-                                ggml_tensor* loss);
+ggml_tensor* cross_entropy_rows(ggml_context* ctx, ggml_tensor* logits, ggml_tensor* labels,
+                                ggml_tensor* weights, ggml_tensor* loss);
 
 // What a dropout mask is drawn from: `*step_key` is read when the graph
 // runs (the trainer sets it per step and micro-batch), `node_key` tells the

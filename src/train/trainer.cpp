@@ -50,7 +50,8 @@ std::string default_adapter_id(const std::string& model_path) {
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
   std::string stem = fs::path(model_path).stem().string();
   std::string id;
-  for (char c : stem) id += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
+  for (char c : stem)
+    id += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
   while (!id.empty() && !std::isalnum(static_cast<unsigned char>(id.front()))) id.erase(id.begin());
   if (id.size() > 96) id.resize(96);
   return (id.empty() ? std::string("adapter") : id) + "-lora-" + stamp;
@@ -109,23 +110,34 @@ Result<std::shared_ptr<const ChatTemplate>> chat_template_of(const Model& model)
 
 Trainer::Trainer(std::unique_ptr<State> state) : s_(std::move(state)) {}
 Trainer::~Trainer() = default;
-const fs::path& Trainer::run_dir() const { return s_->run.path(); }
-const TrainConfig& Trainer::config() const { return s_->config; }
+const fs::path& Trainer::run_dir() const {
+  return s_->run.path();
+}
+const TrainConfig& Trainer::config() const {
+  return s_->config;
+}
 
 Result<std::unique_ptr<Trainer>> Trainer::prepare(const TrainRequest& request, DataLocation* where) {
   auto s = std::make_unique<State>();
   nlohmann::json saved;
   if (!request.resume.empty()) {
-    s->run = RunFolder(request.resume);
+    s->run = RunFolder(fs::absolute(request.resume).lexically_normal());
     GRAFT_TRY(saved, s->run.read_config());
     if (!saved.contains("train") || !saved.contains("store")) {
-      return errorf("invalid_checkpoint", "{}: config.json is not a graft training run's", request.resume.string());
+      return errorf("invalid_checkpoint", "{}: config.json is not a graft training run's",
+                    request.resume.string());
     }
     GRAFT_TRY(s->config, train_config_from_json(saved["train"]));
     s->store = saved["store"].get<std::string>();
   } else {
     s->config = request.config;
-    s->store = request.store.empty() ? AdapterStore::user_store() : request.store;
+    s->store =
+        fs::absolute(request.store.empty() ? AdapterStore::user_store() : request.store).lexically_normal();
+    // The run folder records absolute paths, so --resume works from anywhere.
+    auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+    s->config.model = absolute(s->config.model);
+    s->config.data = absolute(s->config.data);
+    if (!s->config.valid.empty()) s->config.valid = absolute(s->config.valid);
   }
   TrainConfig& c = s->config;
   s->threads = request.threads > 0 ? request.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -139,18 +151,19 @@ Result<std::unique_ptr<Trainer>> Trainer::prepare(const TrainRequest& request, D
   GRAFT_TRY_STATUS(validate_adapter_id(c.adapter_id));
   std::error_code ec;
   if (fs::exists(s->store / c.adapter_id, ec)) {
-    return errorf("already_exists", "an adapter '{}' is already in the store {}: choose another --id", c.adapter_id,
-                  s->store.string());
+    return errorf("already_exists", "an adapter '{}' is already in the store {}: choose another --id",
+                  c.adapter_id, s->store.string());
   }
 
   GRAFT_TRY(std::shared_ptr<const Tokenizer> tokenizer, Tokenizer::from_gguf(s->model->gguf()));
   GRAFT_TRY(auto chat_template, chat_template_of(*s->model));
   EncodeOptions encode;
-  encode.max_seq_length = c.max_seq_length;
+  encode.max_seq_length = c.seq_limit(mc);
   encode.mask_prompt = c.mask_prompt.value_or(true);
   const ExampleEncoder encoder(tokenizer, chat_template, encode);
-  GRAFT_TRY(DataFiles files, resolve_data_files(c.data, c.valid.empty() ? std::nullopt : std::optional<fs::path>(c.valid),
-                                                where));
+  GRAFT_TRY(
+      DataFiles files,
+      resolve_data_files(c.data, c.valid.empty() ? std::nullopt : std::optional<fs::path>(c.valid), where));
   GRAFT_TRY(s->train, encoder.load(files.train, where));
   if (files.valid) {
     GRAFT_TRY(s->valid, encoder.load(*files.valid, where));
@@ -169,15 +182,16 @@ Result<std::unique_ptr<Trainer>> Trainer::prepare(const TrainRequest& request, D
     for (const char* part : {"train", "valid", "test"}) {
       const bool had = before.contains(part), has = s->data_json.contains(part);
       if (had != has || (had && before[part]["sha256"] != s->data_json[part]["sha256"])) {
-        return errorf("invalid_checkpoint", "the {} data changed since the run began: resume needs the same files",
-                      part);
+        return errorf("invalid_checkpoint",
+                      "the {} data changed since the run began: resume needs the same files", part);
       }
     }
   }
 
   s->plan = std::make_unique<BatchPlan>(s->train.examples, c.batch_size, c.seed);
   const int per_epoch = s->plan->batches_per_epoch();
-  s->total_steps = c.epochs > 0 ? (c.epochs * per_epoch + c.grad_accumulation - 1) / c.grad_accumulation : c.iters;
+  s->total_steps =
+      c.epochs > 0 ? (c.epochs * per_epoch + c.grad_accumulation - 1) / c.grad_accumulation : c.iters;
 
   GRAFT_TRY(s->params, LoraParams::create(mc, c.rank, c.layers(mc), c.target_list()));
   s->params->init(c.seed);
@@ -185,7 +199,9 @@ Result<std::unique_ptr<Trainer>> Trainer::prepare(const TrainRequest& request, D
     GRAFT_TRY(auto state, s->run.load_latest(*s->params));
     if (state) s->resumed = *state;
   } else {
-    const fs::path dir = request.run_dir.empty() ? RunFolder::default_path(c.adapter_id) : request.run_dir;
+    const fs::path dir =
+        fs::absolute(request.run_dir.empty() ? RunFolder::default_path(c.adapter_id) : request.run_dir)
+            .lexically_normal();
     GRAFT_TRY(s->run, RunFolder::create(dir));
     nlohmann::json config = {{"train", to_json(c)}, {"store", s->store.string()}, {"data", s->data_json}};
     GRAFT_TRY_STATUS(s->run.write_config(config));
@@ -215,7 +231,9 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
     }
     return n > 0 ? sum / double(n) : 0.0;
   };
-  auto micro_batch_ids = [&](int step, int j) { return s.plan->batch(int64_t(step - 1) * c.grad_accumulation + j); };
+  auto micro_batch_ids = [&](int step, int j) {
+    return s.plan->batch(int64_t(step - 1) * c.grad_accumulation + j);
+  };
 
   CheckpointState state = s.resumed;
   state.total_steps = s.total_steps;
@@ -227,7 +245,8 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
                 {"train_tokens", s.train.stats.tokens},
                 {"resumed_from", state.step},
                 {"job_dir", s.run.path().string()}});
-  if (state.step == 0 && s.save_init) GRAFT_TRY_STATUS(write_init(s.run, *s.params, examples, *s.plan, c, s.total_steps));
+  if (state.step == 0 && s.save_init)
+    GRAFT_TRY_STATUS(write_init(s.run, *s.params, examples, *s.plan, c, s.total_steps));
   if (state.step == 0 && s.has_valid) {
     GRAFT_TRY(double val, evaluate(s.valid));
     state.val_loss = val;
@@ -248,7 +267,8 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
   while (state.step < s.total_steps) {
     const int step = state.step + 1;
     int64_t targets = 0;
-    for (int j = 0; j < c.grad_accumulation; ++j) targets += count_targets(examples, micro_batch_ids(step, j));
+    for (int j = 0; j < c.grad_accumulation; ++j)
+      targets += count_targets(examples, micro_batch_ids(step, j));
     const float weight = targets > 0 ? float(1.0 / double(targets)) : 0.0f;
     double loss_sum = 0.0;
     int64_t step_tokens = 0;
@@ -259,12 +279,13 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
       for (double l : losses.loss) loss_sum += l;
       step_tokens += batch.n_tokens;
     }
-    if (c.grad_clip > 0.0f) {
+    if (c.grad_clip > 0.0) {
       const double norm = s.params->grad_norm();
-      if (norm > double(c.grad_clip)) s.params->scale_grads(float(double(c.grad_clip) / norm));
+      if (norm > c.grad_clip) s.params->scale_grads(float(c.grad_clip / norm));
     }
+    const double lr = c.lr_at(step, s.total_steps);
     AdamWStep adam;
-    adam.lr = c.lr_at(step, s.total_steps);
+    adam.lr = float(lr);
     adam.beta1 = c.beta1;
     adam.beta2 = c.beta2;
     adam.eps = c.adam_eps;
@@ -283,7 +304,7 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
                   {"step", step},
                   {"total_steps", s.total_steps},
                   {"train_loss", state.train_loss},
-                  {"lr", adam.lr},
+                  {"lr", lr},
                   {"tokens", state.tokens},
                   {"tokens_per_s", elapsed > 0 ? double(session_tokens) / elapsed : 0.0},
                   {"eta_s", elapsed / session_steps * (s.total_steps - step)}});
@@ -319,8 +340,12 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
   info.steps = state.step;
   info.wall_s = state.wall_s;
   GRAFT_TRY(fs::path path, publish_adapter(*s.params, c.scale, s.base, info));
-  nlohmann::json done = {{"type", "done"},          {"adapter_id", c.adapter_id}, {"adapter_path", path.string()},
-                         {"train_loss", state.train_loss}, {"val_loss", nullptr},     {"tokens", state.tokens},
+  nlohmann::json done = {{"type", "done"},
+                         {"adapter_id", c.adapter_id},
+                         {"adapter_path", path.string()},
+                         {"train_loss", state.train_loss},
+                         {"val_loss", nullptr},
+                         {"tokens", state.tokens},
                          {"wall_s", state.wall_s}};
   if (state.val_loss) done["val_loss"] = *state.val_loss;
   if (test_loss) done["test_loss"] = *test_loss;

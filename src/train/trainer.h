@@ -36,11 +36,11 @@ class TrainEvents {
 };
 
 struct TrainRequest {
-  TrainConfig config;  // ignored with `resume`: the run's own config is used
-  fs::path store;      // empty: the user's adapter store
-  fs::path run_dir;    // empty: a new folder under graft's data folder
-  fs::path resume;     // a run folder to continue from its latest checkpoint
-  int threads = 0;     // 0: every core
+  TrainConfig config;      // ignored with `resume`: the run's own config is used
+  fs::path store;          // empty: the user's adapter store
+  fs::path run_dir;        // empty: a new folder under graft's data folder
+  fs::path resume;         // a run folder to continue from its latest checkpoint
+  int threads = 0;         // 0: every core
   bool save_init = false;  // write the initial weights and the batch plan into the run folder
 };
 

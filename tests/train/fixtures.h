@@ -67,7 +67,8 @@ inline std::string dequantized_copy(const std::string& from) {
   gguf_set_kv(dst.get(), src.get());
   gguf_set_val_u32(dst.get(), "general.file_type", 0);
   ggml_init_params out_params{};
-  out_params.mem_size = size_t(gguf_get_n_tensors(src.get())) * (ggml_tensor_overhead() + 64) + (size_t(64) << 20);
+  out_params.mem_size =
+      size_t(gguf_get_n_tensors(src.get())) * (ggml_tensor_overhead() + 64) + (size_t(64) << 20);
   ggml_context_ptr out(ggml_init(out_params));
   for (int64_t i = 0; i < gguf_get_n_tensors(src.get()); ++i) {
     ggml_tensor* t = ggml_get_tensor(data.get(), gguf_get_tensor_name(src.get(), i));

@@ -125,22 +125,32 @@ void check_gradients(const std::string& arch, const std::string& type, double to
     const double fd = finite_difference(reference, batch, e, kEps);
     const double err = std::abs(double(e.grad) - fd) / std::max(std::abs(double(e.grad)), std::abs(fd));
     worst = std::max(worst, err);
-    EXPECT_LE(err, tolerance) << arch << " " << type << " pair " << e.pair << " " << e.matrix << "[" << e.index
-                              << "]: backward " << e.grad << ", finite difference " << fd;
+    EXPECT_LE(err, tolerance) << arch << " " << type << " pair " << e.pair << " " << e.matrix << "["
+                              << e.index << "]: backward " << e.grad << ", finite difference " << fd;
   }
   std::printf("%s %s: worst relative error %.2e\n", arch.c_str(), type.c_str(), worst);
 }
 
-TEST(Gradients, F32LlamaMatchFiniteDifferences) { check_gradients("llama", "f32", 1e-3); }
-TEST(Gradients, F32Qwen3MatchFiniteDifferences) { check_gradients("qwen3", "f32", 1e-3); }
+TEST(Gradients, F32LlamaMatchFiniteDifferences) {
+  check_gradients("llama", "f32", 1e-3);
+}
+TEST(Gradients, F32Qwen3MatchFiniteDifferences) {
+  check_gradients("qwen3", "f32", 1e-3);
+}
 // Quantized bases: the forward multiplies their weights with activations
 // rounded to F16 (F16 weights) or to 8-bit blocks (Q8_0, Q4_0), as serving
 // does, so its loss is not quite the dequantized model's; measured worst
 // errors here are ~9e-4 (F16) and ~2-3e-2 (Q8_0, Q4_0). The backward op
 // itself matches the dequantized weights to float rounding (ops_test.cpp).
-TEST(Gradients, F16MatchDequantizedFiniteDifferences) { check_gradients("llama", "f16", 3e-3); }
-TEST(Gradients, Q8_0MatchDequantizedFiniteDifferences) { check_gradients("llama", "q8_0", 6e-2); }
-TEST(Gradients, Q4_0MatchDequantizedFiniteDifferences) { check_gradients("qwen3", "q4_0", 6e-2); }
+TEST(Gradients, F16MatchDequantizedFiniteDifferences) {
+  check_gradients("llama", "f16", 3e-3);
+}
+TEST(Gradients, Q8_0MatchDequantizedFiniteDifferences) {
+  check_gradients("llama", "q8_0", 6e-2);
+}
+TEST(Gradients, Q4_0MatchDequantizedFiniteDifferences) {
+  check_gradients("qwen3", "q4_0", 6e-2);
+}
 
 // Gradients accumulated in one pass, with gradient checkpointing, and with
 // another thread count: the same numbers.
@@ -175,4 +185,3 @@ TEST(Gradients, CheckpointingAndThreadsChangeNothing) {
 
 }  // namespace
 }  // namespace graft
-
