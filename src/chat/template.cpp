@@ -17,7 +17,6 @@ const char* const kChatMlTemplate =
     "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% "
     "endif %}";
 
-
 namespace {
 
 using jinja::Json;
