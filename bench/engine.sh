@@ -87,7 +87,7 @@ tests = ["pp512", "tg128"] + [f"batched{n}" for n in (1, 2, 4, 8, 16)]
 missing = [f"{side} {t}" for t in tests for side in ("llama", "graft") if not best.get((side, t))]
 if missing:
     for name in sorted(os.listdir(out)):
-        if name.split(".")[0] in ("llama-bench", "llama-batched", "graft"):
+        if name.split(".")[0] in ("llama-bench", "llama-batched", "graft") and os.path.getsize(f"{out}/{name}"):
             print(f"--- {name}:\n" + "".join(open(f"{out}/{name}").readlines()[-15:]), file=sys.stderr)
     sys.exit(f"engine.sh: no figure for {', '.join(missing)}; the tools' output is above")
 print(f"\n| test | llama.cpp tok/s | graft tok/s | graft / llama.cpp | target |")
