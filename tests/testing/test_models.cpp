@@ -1,5 +1,6 @@
 #include "testing/test_models.h"
 
+#include <ggml-cpu.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +20,14 @@ std::string bundle_vocab(const std::string& name) {
 }
 std::string bundle_template(const std::string& name) {
   return bundle_dir() + "/models/templates/" + name + ".jinja";
+}
+
+std::string goldens_cpu_kind() {
+  return ggml_cpu_has_avx512() ? "avx512" : "avx2";
+}
+
+std::string goldens_dir() {
+  return std::string(GRAFT_GOLDENS_DIR) + "/" + goldens_cpu_kind();
 }
 
 TestModelSpec tiny_spec(const std::string& arch, const std::string& vocab, const std::string& type) {
