@@ -1,8 +1,8 @@
 // Parity with llama.cpp: with graft's test adapters applied, graft's greedy
 // continuations on the golden test models must be token-identical to
 // llama.cpp's (recorded by scripts/make-adapter-goldens.sh into
-// tests/data/goldens/<cpu kind>/adapters/, see testing::goldens_dir()), for the GGUF form of each adapter and for
-// its PEFT form.
+// tests/data/goldens/<cpu kind>/adapters/, see testing::goldens_dir()), for the GGUF form of each adapter and
+// for its PEFT form.
 #include <filesystem>
 #include <fstream>
 
@@ -110,9 +110,9 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
 }
 
 TEST(AdapterGoldens, RecordedForThisCpuKind) {
-  EXPECT_GE(golden_files().size(), 2u) << "no adapter parity goldens for " << testing::goldens_cpu_kind()
-                                       << " CPUs in " << testing::goldens_dir()
-                                       << "/adapters: record them with scripts/make-adapter-goldens.sh";
+  EXPECT_GE(golden_files().size(), 2u)
+      << "no adapter parity goldens for " << testing::goldens_cpu_kind() << " CPUs in "
+      << testing::goldens_dir() << "/adapters: record them with scripts/make-adapter-goldens.sh";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),

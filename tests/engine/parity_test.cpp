@@ -61,9 +61,9 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
 // Without goldens for this CPU's kind the suite above has no cases; this
 // says so instead of passing.
 TEST(Goldens, RecordedForThisCpuKind) {
-  EXPECT_GE(golden_files().size(), 6u) << "no parity goldens for " << testing::goldens_cpu_kind()
-                                       << " CPUs in " << testing::goldens_dir()
-                                       << ": record them with scripts/make-goldens.sh on such a CPU";
+  EXPECT_GE(golden_files().size(), 6u)
+      << "no parity goldens for " << testing::goldens_cpu_kind() << " CPUs in " << testing::goldens_dir()
+      << ": record them with scripts/make-goldens.sh on such a CPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, Parity, ::testing::ValuesIn(golden_files()),
