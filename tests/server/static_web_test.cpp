@@ -47,8 +47,9 @@ TEST(StaticWeb, EmbedsThePageAndItsHashedAssets) {
     ASSERT_GE(a.gzip.size(), 2u) << a.path;
     EXPECT_EQ(static_cast<unsigned char>(a.gzip[0]), 0x1f) << a.path;  // gzip magic
     EXPECT_EQ(static_cast<unsigned char>(a.gzip[1]), 0x8b) << a.path;
-    if (a.immutable)
+    if (a.immutable) {
       EXPECT_NE(html.find(std::string(a.path)), std::string::npos) << a.path << " not used by the page";
+    }
   }
   EXPECT_NE(asset_named("/assets/app.", ".js"), nullptr);
   EXPECT_NE(asset_named("/assets/app.", ".css"), nullptr);
