@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { GRAFT_BIN, WORK_DIR, startServer, testModel, getJson, postRaw } from './graft.mjs';
 import { openBrowser, openPage, until } from './browser.mjs';
@@ -22,6 +22,9 @@ function makeAdapters() {
   make(['--peft', path.join(STORE, 'lawyer'), '--rank', '4', '--seed', '3', '--stamp']);
   execFileSync(GRAFT_BIN, ['adapters', 'stamp', 'lawyer', '--base', testModel(), '--task', 'contracts', '--dataset', 'clauses.jsonl'],
     { stdio: 'pipe', env: { ...process.env, XDG_DATA_HOME: XDG } });
+  // The final losses graft train records.
+  const meta = path.join(STORE, 'lawyer', 'graft_adapter.json');
+  writeFileSync(meta, JSON.stringify({ ...JSON.parse(readFileSync(meta, 'utf8')), training: { train_loss: 0.1234, val_loss: 0.4567 } }));
 }
 
 async function loadedIds(server) {
@@ -55,6 +58,7 @@ describe('web page: adapters and status', () => {
     const lawyer = await row(page, 'lawyer').textContent();
     assert.match(lawyer, /contracts/);
     assert.match(lawyer, /clauses\.jsonl/);
+    assert.match(lawyer, /0\.123 \/ 0\.457/);
     assert.match(await row(page, 'poet').textContent(), /\d+ ms/, 'the load time of a loaded adapter');
   });
 
