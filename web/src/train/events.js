@@ -1,7 +1,7 @@
 // A training job's events: the whole history from the paginated events list,
 // then the live stream (server-sent events), resumed with Last-Event-ID after
 // the newest event already shown, so nothing is missed or shown twice.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, stream } from '../api.js';
 
 const PAGE = 100;
@@ -23,10 +23,13 @@ async function history(jobId, signal) {
   return newestFirst.reverse();
 }
 
-// {events (oldest first), live, error} for a job; follows it while it runs.
+// {events (oldest first), live, error} for a job; follows it until it ends.
+// `status` is the job's status as last polled: a stream that closes while the
+// job is not over (paused, or the connection dropped) is opened again.
 export function useJobEvents(jobId, status) {
   const [state, setState] = useState({ events: [], live: false, error: '' });
-  const running = status && !TERMINAL.has(status);
+  const statusRef = useRef(status);
+  statusRef.current = status;
 
   useEffect(() => {
     if (!jobId) return undefined;
@@ -43,10 +46,11 @@ export function useJobEvents(jobId, status) {
       lastId = events[events.length - 1].id;
       setState((s) => ({ ...s, events, error: '' }));
     };
+    const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
     const follow = async () => {
       add(await history(jobId, signal));
-      // The stream ends when the job does; a dropped connection is picked up again.
-      for (let attempt = 0; !signal.aborted; attempt++) {
+      let failures = 0;
+      while (!signal.aborted) {
         try {
           setState((s) => ({ ...s, live: true }));
           await stream(`/v1/fine_tuning/jobs/${encodeURIComponent(jobId)}/events?stream=true`, {
@@ -59,12 +63,15 @@ export function useJobEvents(jobId, status) {
               add([event]);
             },
           });
+          failures = 0;
           setState((s) => ({ ...s, live: false }));
-          return;  // the job ended
+          if (TERMINAL.has(statusRef.current)) return;
+          await sleep(1000);
         } catch (err) {
           if (signal.aborted) return;
+          failures++;
           setState((s) => ({ ...s, live: false, error: `live updates interrupted: ${err.describe ? err.describe() : err.message}; retrying` }));
-          await new Promise((resolve) => setTimeout(resolve, Math.min(10000, 1000 * 2 ** attempt)));
+          await sleep(Math.min(10000, 1000 * 2 ** failures));
         }
       }
     };
@@ -73,8 +80,7 @@ export function useJobEvents(jobId, status) {
       if (!signal.aborted) setState((s) => ({ ...s, live: false, error: err.describe ? err.describe() : err.message }));
     });
     return () => controller.abort();
-    // A job that was not running when opened is read once; one that runs is followed.
-  }, [jobId, running]);
+  }, [jobId]);
 
   return state;
 }
