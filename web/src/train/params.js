@@ -3,18 +3,20 @@
 // empty: the page then leaves the field out) and a short hint.
 //
 // `in`: 'hyperparameters' (OpenAI's), 'lora' (graft's own object) or 'job'
-// (top level). `kind`: 'int' | 'float' | 'list'.
+// (top level). `kind`: 'int' | 'float' | 'list' | 'text'.
 export const PARAMS = [
   { name: 'rank', in: 'lora', kind: 'int', def: '8', hint: 'LoRA rank: more capacity, more memory' },
-  { name: 'alpha', in: 'lora', kind: 'float', def: '16', hint: 'scale = alpha / rank' },
-  { name: 'dropout', in: 'lora', kind: 'float', def: '0', hint: 'LoRA dropout, 0 – 1' },
-  { name: 'num_layers', in: 'lora', kind: 'int', def: '-1', hint: 'train the last N layers; -1: all' },
+  { name: 'scale', in: 'lora', kind: 'float', def: '20', hint: 'the delta\'s factor (alpha / rank)' },
+  { name: 'dropout', in: 'lora', kind: 'float', def: '0', hint: 'dropout on the LoRA input, 0 – 0.99' },
+  { name: 'num_layers', in: 'lora', kind: 'int', def: '16', hint: 'train the last N layers; -1: all' },
   { name: 'targets', in: 'lora', kind: 'list', def: 'q,k,v,o,gate,up,down', hint: 'projections to adapt' },
-  { name: 'learning_rate', in: 'lora', kind: 'float', def: '1e-4', hint: 'AdamW step size' },
-  { name: 'iters', in: 'lora', kind: 'int', def: '1000', hint: 'optimizer steps (or set epochs)' },
+  { name: 'learning_rate', in: 'lora', kind: 'float', def: '1e-5', hint: 'AdamW peak step size' },
+  { name: 'lr_schedule', in: 'lora', kind: 'text', def: 'constant', hint: 'constant or cosine' },
+  { name: 'warmup', in: 'lora', kind: 'int', def: '0', hint: 'warm-up steps' },
+  { name: 'iters', in: 'lora', kind: 'int', def: '1000', hint: 'optimizer steps (or set n_epochs)' },
   { name: 'n_epochs', in: 'hyperparameters', kind: 'int', def: '', hint: 'passes over the data, instead of iters' },
-  { name: 'batch_size', in: 'hyperparameters', kind: 'int', def: '4', hint: 'examples per step' },
-  { name: 'grad_accum', in: 'lora', kind: 'int', def: '1', hint: 'steps whose gradients are summed' },
+  { name: 'batch_size', in: 'hyperparameters', kind: 'int', def: '4', hint: 'examples per batch' },
+  { name: 'grad_accum', in: 'lora', kind: 'int', def: '1', hint: 'batches per optimizer step' },
   { name: 'max_seq_length', in: 'lora', kind: 'int', def: '2048', hint: 'longer examples are cut' },
   { name: 'val_every', in: 'lora', kind: 'int', def: '200', hint: 'validation loss every N steps' },
   { name: 'save_every', in: 'lora', kind: 'int', def: '100', hint: 'checkpoint every N steps' },
@@ -30,6 +32,8 @@ export function paramsRequest(values) {
     let value;
     if (p.kind === 'list') {
       value = text.split(/[\s,]+/).filter(Boolean);
+    } else if (p.kind === 'text') {
+      value = text;
     } else {
       value = Number(text);
       if (!Number.isFinite(value) || (p.kind === 'int' && !Number.isInteger(value))) {
