@@ -149,6 +149,25 @@ describe('web page: chat', () => {
     assert.equal(await page.locator('.msg.user .msg-text').last().textContent(), 'Edited question');
   });
 
+  it('renames, starts and deletes conversations, kept in localStorage', async () => {
+    const stored = () => page.evaluate(() => JSON.parse(localStorage.getItem('graft.conversations')));
+    await page.getByRole('button', { name: 'Rename' }).first().click();
+    const name = page.getByLabel('Conversation name');
+    await name.fill('Adapter trials');
+    await name.press('Enter');
+    await page.locator('.conv-open', { hasText: 'Adapter trials' }).waitFor();
+    assert.equal((await stored())[0].title, 'Adapter trials');
+    await page.getByRole('button', { name: 'New chat' }).click();
+    await sendAndWait(page, 'A second conversation');
+    assert.equal((await stored()).length, 2);
+    await page.locator('.conv', { hasText: 'A second conversation' }).getByRole('button', { name: 'Delete' }).click();
+    await page.locator('.conv', { hasText: 'A second conversation' }).getByRole('button', { name: 'Delete' }).click();
+    await until(async () => (await stored()).length === 1, 'the deletion to be saved');
+    assert.equal((await stored())[0].title, 'Adapter trials');
+    await page.locator('.conv-open', { hasText: 'Adapter trials' }).click();
+    await page.locator('.msg.user', { hasText: 'Edited question' }).waitFor();
+  });
+
   it('renders model output that holds HTML as text, running no script', async () => {
     // The model's answer (fed to the page as graft streams it) tries to inject markup.
     const hostile = 'Look: <img src=x onerror=alert(1)> and <script>alert(2)</script> **bold** [x](javascript:alert(3))';
