@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(
   build-essential cmake git ccache pkg-config
   libboost-dev libboost-system-dev nlohmann-json3-dev libcli11-dev
-  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev
+  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev nodejs npm
 )
 
@@ -29,7 +29,9 @@ fi
 
 scripts/fetch-ggml.sh
 
-if [ -f tests/e2e/package.json ] && [ ! -d tests/e2e/node_modules ]; then
+# Again whenever the lockfile is newer than what npm last installed (a package was added).
+if [ -f tests/e2e/package.json ] && { [ ! -d tests/e2e/node_modules ] ||
+   [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; }; then
   echo "setup: installing npm packages for the end-to-end tests"
   (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 fi
