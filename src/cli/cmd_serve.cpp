@@ -159,12 +159,13 @@ void serve(ServeArgs args) {
 
   const EngineConfig& engine = served->engine().config();
   const EngineStats stats = served->engine().stats();
-  std::fprintf(stderr,
-               "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
-               "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
-               served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
-               static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
-               options.threads, args.api_key.empty() ? "" : ", API key required");
+  std::fprintf(
+      stderr,
+      "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
+      "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
+      served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
+      static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
+      options.threads, args.api_key.empty() ? "" : ", API key required");
   const AdapterSelection forced = adapter_service->mounted().default_selection();
   if (!forced.none()) {
     std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
@@ -176,7 +177,7 @@ void serve(ServeArgs args) {
   server->stop();
   fit_service.reset();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
-  served.reset();  // the engine ends what is left before the HTTP side goes
+  served.reset();           // the engine ends what is left before the HTTP side goes
   server.reset();
 }
 
@@ -209,14 +210,17 @@ void add_serve_command(CLI::App& app) {
       "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
       "parallel request, as graft fit plans it)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");
   cmd->add_option("--adapter-dir", args->adapter_dirs,
                   "Another folder of LoRA adapters (repeatable), searched after the user's adapter store");
-  cmd->add_option("--force-adapter", args->force_adapter,
-                  "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
-                  "that names none; a request may still ask for \"none\"");
-  cmd->add_option("--alias", args->model_id, "Model name in /v1/models and responses (default: the file name)");
+  cmd->add_option(
+      "--force-adapter", args->force_adapter,
+      "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
+      "that names none; a request may still ask for \"none\"");
+  cmd->add_option("--alias", args->model_id,
+                  "Model name in /v1/models and responses (default: the file name)");
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));

@@ -17,5 +17,6 @@ void add_chat_template_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_pull_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 
 }  // namespace graft::cli
