@@ -190,9 +190,13 @@ void add_serve_command(CLI::App& app) {
       "model", args->model,
       "GGUF model file, or org/name[:file.gguf] from the Hugging Face cache (default: a small demo "
       "model with random weights)");
-  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
   auto* ctx =
       cmd->add_option(
              "--ctx", args->ctx,
