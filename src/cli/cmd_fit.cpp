@@ -22,6 +22,7 @@ struct FitArgs {
   int parallel = 4;
   std::string kv_type = "f16";
   std::string kv_budget;
+  std::string memory;
   int batch = 512;
   int threads = 0;
   int adapters = 0;
@@ -30,6 +31,7 @@ struct FitArgs {
   bool probe = false;
   bool quick = false;
   std::string probe_file;
+  bool no_probe = false;
   bool no_machines = false;
 };
 
@@ -118,9 +120,15 @@ void run_fit(const FitArgs& a) {
     fail(fmt::format("--kv-budget {} ({} tokens) does not hold one full context of {} tokens", a.kv_budget,
                      s.kv_budget_tokens, s.n_ctx));
   }
-  const std::optional<fit::ProbeResult> probe = get_probe(a, threads);
+  fit::Usable usable = fit::usable_here();
+  if (!a.memory.empty()) {
+    auto bytes = server::parse_kv_budget(a.memory);
+    if (!bytes || bytes->second == 0) fail("--memory '" + a.memory + "' is not a size like 12GiB");
+    usable = fit::usable_given(bytes->second);
+  }
+  const std::optional<fit::ProbeResult> probe = a.no_probe ? std::nullopt : get_probe(a, threads);
   const fit::FitReport report =
-      fit::make_report(**model, s, fit::usable_here(), probe ? &*probe : nullptr, !a.no_machines);
+      fit::make_report(**model, s, usable, probe ? &*probe : nullptr, !a.no_machines);
   if (a.json) {
     std::printf("%s\n", fit::to_json(report).dump(2).c_str());
   } else {
@@ -145,6 +153,8 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
   cmd->add_option("--kv-budget", a->kv_budget,
                   "KV budget: tokens (16384) or a size (2GiB) (default: ctx x parallel)");
+  cmd->add_option("--memory", a->memory,
+                  "Memory graft may use, e.g. 12GiB (default: what is free now, minus a margin)");
   cmd->add_option("--batch", a->batch, "Most tokens in one batch, as serve's --batch")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));
@@ -161,9 +171,13 @@ void add_fit_command(CLI::App& app) {
                               "Measure this machine's speed now (and cache it in ~/.cache/graft/probe.json)");
   cmd->add_flag("--quick", a->quick, "With --probe: a rough probe of well under a second, not cached")
       ->needs(probe);
-  cmd->add_option("--probe-file", a->probe_file, "Predict speed from this probe result (JSON) instead")
-      ->check(CLI::ExistingFile)
-      ->excludes(probe);
+  auto* probe_file =
+      cmd->add_option("--probe-file", a->probe_file, "Predict speed from this probe result (JSON) instead")
+          ->check(CLI::ExistingFile)
+          ->excludes(probe);
+  cmd->add_flag("--no-probe", a->no_probe, "Memory answers only: no speed, so no probe")
+      ->excludes(probe)
+      ->excludes(probe_file);
   cmd->add_flag("--no-machines", a->no_machines, "Leave out the table of 8-128 GiB machines");
   cmd->callback([a] { run_fit(*a); });
 }

@@ -35,6 +35,7 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  std::string memory;
   bool ctx_given = false;
   bool parallel_given = false;
 };
@@ -49,13 +50,13 @@ struct ServeArgs {
 // request of the default does not fit), and whether what was given fits at
 // all. A server that cannot fit refuses to start with the numbers.
 fit::ServeSettings plan_memory(const fit::FitModel& model, const ServeArgs& args, fit::ServeSettings s,
-                               int64_t budget_bytes) {
+                               int64_t budget_bytes, int64_t memory) {
   const bool budget_given = s.kv_budget_tokens > 0 || budget_bytes > 0;
   if (budget_bytes > 0) {
     s.kv_budget_tokens = budget_bytes / int64_t(KvCache::footprint(model.config(), s.kv_type).bytes_per_cell);
   }
   s = model.resolve(s);
-  const fit::Usable usable = fit::usable_here();
+  const fit::Usable usable = memory > 0 ? fit::usable_given(memory) : fit::usable_here();
   fit::FitReport report = fit::make_report(model, s, usable, nullptr, /*machines=*/false);
   auto replan = [&] {
     if (!budget_given) s.kv_budget_tokens = 0;
@@ -63,6 +64,8 @@ fit::ServeSettings plan_memory(const fit::FitModel& model, const ServeArgs& args
     report = fit::make_report(model, s, usable, nullptr, /*machines=*/false);
   };
   if (!args.parallel_given && !budget_given && report.answer.max_parallel < s.parallel) {
+    std::fprintf(stderr, "graft: %d requests at once do not fit in memory here: using %d\n", s.parallel,
+                 std::max(1, report.answer.max_parallel));
     s.parallel = std::max(1, report.answer.max_parallel);
     replan();
   }
@@ -112,6 +115,12 @@ void serve(ServeArgs args) {
     options.kv_budget_tokens = budget->first;
     budget_bytes = budget->second;
   }
+  int64_t memory = 0;
+  if (!args.memory.empty()) {
+    auto bytes = server::parse_kv_budget(args.memory);
+    if (!bytes || bytes->second == 0) fail("--memory '" + args.memory + "' is not a size like 12GiB");
+    memory = bytes->second;
+  }
 
   auto planned = fit::FitModel::open(args.model);
   if (!planned) fail(planned.error().message);
@@ -123,7 +132,7 @@ void serve(ServeArgs args) {
   settings.batch = options.step_tokens;
   settings.threads = options.threads;
   if (options.kv_type == "f16" || options.kv_type == "q8_0") {  // else ServedModel::load names the bad type
-    settings = plan_memory(**planned, args, settings, budget_bytes);
+    settings = plan_memory(**planned, args, settings, budget_bytes, memory);
     options.n_ctx = settings.n_ctx;
     options.parallel = settings.parallel;
     options.kv_budget_tokens = settings.kv_budget_tokens;
@@ -152,7 +161,7 @@ void serve(ServeArgs args) {
   auto server = std::make_unique<server::Server>(*served, server_options);
   adapter_service->install(*server);
   server::install_metrics(*server);
-  auto fit_service = std::make_unique<server::FitService>(args.model, settings);
+  auto fit_service = std::make_unique<server::FitService>(args.model, settings, memory);
   fit_service->install(*server);
   Status started = server->start();
   if (!started) fail(started.error().message);
@@ -213,6 +222,9 @@ void add_serve_command(CLI::App& app) {
       "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
       "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
       "parallel request, as graft fit plans it)");
+  cmd->add_option("--memory", args->memory,
+                  "Memory graft may plan with, e.g. 12GiB (default: what is free now, minus a margin); "
+                  "settings that do not fit refuse to start");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
   cmd->add_option("--api-key", args->api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health")

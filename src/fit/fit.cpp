@@ -16,6 +16,13 @@ Usable usable_here(int64_t held) {
   return u;
 }
 
+Usable usable_given(int64_t bytes) {
+  Usable u;
+  u.bytes = u.free = std::max<int64_t>(0, bytes);
+  u.source = "--memory";
+  return u;
+}
+
 Usable usable_on_machine(int gib) {
   const int64_t total = int64_t(gib) << 30;
   Usable u;

@@ -30,6 +30,8 @@ struct Usable {
 // Now, on this machine. `held`: memory this process holds that the plan
 // replaces (a running server asking about itself), counted as free.
 Usable usable_here(int64_t held = 0);
+// Exactly `bytes` (the user says how much graft may use: --memory).
+Usable usable_given(int64_t bytes);
 // On a machine of `gib` GiB: the OS and other programs keep a tenth (at
 // least 1 GiB), then the same margin.
 Usable usable_on_machine(int gib);

@@ -146,8 +146,11 @@ struct FitService::Worker {
   }
 };
 
-FitService::FitService(std::string model_path, fit::ServeSettings settings)
-    : model_path_(std::move(model_path)), settings_(settings), worker_(std::make_unique<Worker>()) {}
+FitService::FitService(std::string model_path, fit::ServeSettings settings, int64_t memory)
+    : model_path_(std::move(model_path)),
+      settings_(settings),
+      memory_(memory),
+      worker_(std::make_unique<Worker>()) {}
 
 FitService::~FitService() = default;
 
@@ -170,8 +173,9 @@ void FitService::install(Server& server) {
       if (auto error = read_settings(query, *self->model_, settings)) return exchange->send_error(*error);
       auto probe = fit::load_cached_probe(fit::probe_cache_file(), fit::cpu_model(), settings.threads);
       const fit::ProbeResult* p = probe && *probe ? &**probe : nullptr;
-      const fit::FitReport report =
-          fit::make_report(*self->model_, settings, fit::usable_here(fit::process_rss()), p);
+      const fit::FitReport report = fit::make_report(
+          *self->model_, settings,
+          self->memory_ > 0 ? fit::usable_given(self->memory_) : fit::usable_here(fit::process_rss()), p);
       json body = fit::to_json(report);
       if (!probe) body["speed_note"] = probe.error().message;
       exchange->send_json(200, body);

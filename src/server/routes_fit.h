@@ -19,7 +19,8 @@ class FitService {
   // model_path: the served file; settings: what the server runs with
   // (resolved). The file's layout is read at the first request, so a server
   // that is never asked holds no second copy of its metadata.
-  FitService(std::string model_path, fit::ServeSettings settings);
+  // memory: the --memory the server plans with (0: what is free).
+  FitService(std::string model_path, fit::ServeSettings settings, int64_t memory = 0);
   // Stops after the answer in progress (destroy it after the HTTP server stopped).
   ~FitService();
   FitService(const FitService&) = delete;
@@ -32,6 +33,7 @@ class FitService {
   std::string model_path_;
   std::unique_ptr<fit::FitModel> model_;  // worker thread only
   fit::ServeSettings settings_;
+  int64_t memory_ = 0;
   std::unique_ptr<Worker> worker_;  // answers are computed here, off the HTTP threads
 };
 

@@ -2,7 +2,7 @@
 // its counters move as requests run; GET /fit answers for the served model.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
@@ -160,5 +160,51 @@ describe('GET /fit', () => {
       assert.equal(status, 400, query);
       assert.equal(body.error.param, param, query);
     }
+  });
+});
+
+describe('graft serve plans memory with the fit', () => {
+  const model = () => testModel();
+  const fit = (args) => {
+    const r = spawnSync(GRAFT_BIN, ['fit', model(), '--threads', '2', '--json', '--no-machines', '--no-probe', ...args],
+      { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  };
+
+  it('refuses settings that cannot fit, with the numbers graft fit gives', () => {
+    const need = fit(['--ctx', '4096', '--parallel', '16', '--memory', '100GiB']).memory.total;
+    const memory = `${need - (1 << 20)}B`;
+    const report = fit(['--ctx', '4096', '--parallel', '16', '--memory', memory]);
+    assert.equal(report.fits, false);
+    assert.match(report.reason, /but only .* is usable/);
+    assert.ok(report.max_safe_context > 0 && report.max_safe_context < 4096);
+    assert.equal(report.max_parallel, 15);
+    const serve = spawnSync(GRAFT_BIN, ['serve', model(), '--ctx', '4096', '--parallel', '16', '--memory', memory,
+      '--threads', '2', '--port', '0'], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(serve.status, 1, serve.stderr);
+    assert.match(serve.stderr, /does not fit in memory with --ctx 4096 --parallel 16: it needs .* but only .* is usable/);
+    // The same numbers (a process's own memory differs by a few pages: one KV block at most).
+    const ctx = Number(serve.stderr.match(/The largest context that fits with --parallel 16 is (\d+) tokens/)[1]);
+    assert.ok(Math.abs(ctx - report.max_safe_context) <= 256, `${ctx} vs ${report.max_safe_context}`);
+    const parallel = Number(serve.stderr.match(/at most (\d+) requests fit \(--parallel \d+\)/)[1]);
+    assert.equal(parallel, report.max_parallel);
+  });
+
+  it('runs as many requests as fit when --parallel is not given', async () => {
+    const two = fit(['--ctx', '4096', '--parallel', '2', '--memory', '100GiB']).memory.total;
+    const three = fit(['--ctx', '4096', '--parallel', '3', '--memory', '100GiB']).memory.total;
+    const memory = `${Math.round((two + three) / 2)}B`;
+    const child = spawn(GRAFT_BIN, ['serve', model(), '--ctx', '4096', '--memory', memory, '--threads', '2',
+      '--port', '0'], { env: { ...process.env, OMP_WAIT_POLICY: 'passive' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    await new Promise((resolve, reject) => {
+      child.stderr.on('data', (d) => { log += d; if (/serving '/.test(log)) resolve(); });
+      child.on('exit', (code) => reject(new Error(`graft serve exited with ${code}:\n${log}`)));
+    });
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.on('exit', resolve));
+    assert.match(log, /4 requests at once do not fit in memory here: using 2/);
+    assert.match(log, /context 4096 tokens, 2 requests at once, KV budget 8192 tokens/);
   });
 });
