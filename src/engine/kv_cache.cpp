@@ -49,6 +49,12 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   return cache;
 }
 
+KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
+  Footprint f;
+  f.bytes_per_cell = 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+  return f;
+}
+
 KvCache::~KvCache() {
   if (buffer_) ggml_backend_buffer_free(buffer_);
   if (ctx_) ggml_free(ctx_);

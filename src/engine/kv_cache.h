@@ -32,6 +32,18 @@ class KvCache {
   static constexpr int kMaxSequences = 256;
 
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+
+  // What a cache of this type costs for a model, without creating one (fit/
+  // plans memory with it): bytes per cell (every layer's K and V of one
+  // position) and bytes per sequence (state a family keeps per sequence
+  // whatever its length, e.g. recurrent state or a sliding window's ring;
+  // none for full attention). A cache of n cells and s sequences occupies
+  // n * bytes_per_cell + s * bytes_per_sequence.
+  struct Footprint {
+    size_t bytes_per_cell = 0;
+    size_t bytes_per_sequence = 0;
+  };
+  static Footprint footprint(const ModelConfig& config, ggml_type type);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
