@@ -6,8 +6,10 @@
 #   (llama-batched-bench's aggregate S_TG vs graft bench's),
 #   resident memory while generating (graft run) against file + KV + 150 MiB.
 # Each side runs ROUNDS times (alternating); the table shows the best of each.
-# Targets (issue 4): decode >= 0.97x, prefill >= 0.95x, 8 rows >= 1.0x.
-# Env: GRAFT, LLAMA_BIN, MODEL, THREADS, ROUNDS (default 2), REPS (default 3).
+# Targets (issue 4): decode >= 0.97x, prefill >= 0.95x, 8 rows >= 1.0x; for the qwen35
+# model (BENCH_ARCH=qwen35, issue 17) all three >= 1.0x.
+# Env: GRAFT, LLAMA_BIN, MODEL (or BENCH_ARCH=qwen35 for the hybrid model), THREADS, ROUNDS (default 2),
+# REPS (default 3).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-2}
@@ -39,9 +41,9 @@ while kill -0 $pid 2>/dev/null; do
 done
 wait $pid || true
 
-python3 - "$OUT" "$ROUNDS" "$MODEL" "$peak" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$MODEL" "$peak" "$BENCH_ARCH" <<'PY'
 import glob, json, os, re, sys
-out, rounds, model, peak_kib = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+out, rounds, model, peak_kib, arch = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
 best = {}
 def keep(side, test, value):
     if value is None: return
@@ -63,6 +65,8 @@ for path in glob.glob(f"{out}/graft.*.txt"):
         m = re.match(r"^(pp\d+|tg\d+|batched\d+)\s+([\d.]+)", line)
         if m: keep("graft", m.group(1), float(m.group(2)))
 targets = {"pp512": 0.95, "tg128": 0.97, "batched8": 1.0}
+if arch == "qwen35":  # issue 17
+    targets = {"pp512": 1.0, "tg128": 1.0, "batched8": 1.0}
 tests = ["pp512", "tg128"] + [f"batched{n}" for n in (1, 2, 4, 8, 16)]
 print(f"\n| test | llama.cpp tok/s | graft tok/s | graft / llama.cpp | target |")
 print(f"| --- | ---: | ---: | ---: | --- |")

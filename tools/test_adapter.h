@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adapters/base_model.h"
@@ -25,7 +26,13 @@ struct TestAdapterSpec {
   float strength = 0.5f;
 };
 
-// Same spec, same weights, on every machine. Errors name the bad field.
+// A target list as parse_target_list reads it; the groups (all, attn, mlp)
+// keep only the projections the base model has.
+Result<std::vector<LoraTarget>> test_adapter_targets(std::string_view text, const BaseModel& base);
+
+// Same spec, same weights, on every machine. A target is made in each chosen
+// layer that has it; one no chosen layer has is an error. Errors name the bad
+// field.
 Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec);
 // The same, shaped for an already opened base (spec.base_path is not read).
 Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseModel& base);

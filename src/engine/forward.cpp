@@ -53,7 +53,8 @@ Status Forward::check(const Batch& batch) const {
 void Forward::build(const Shape& shape) {
   if (ctx_) ggml_free(ctx_);
   const ModelConfig& c = model_.config();
-  const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size()) + 256;
+  const size_t max_nodes =
+      size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
   graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
   params.mem_size = graph_memory_.size();
@@ -82,6 +83,13 @@ void Forward::build(const Shape& shape) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
     group.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
     g.attention.groups.push_back(group);
+  }
+  if (const RecurrentState* state = cache_.recurrent()) {
+    g.recurrent.layers = state->layer_tensors();
+    for (const auto& [row_begin, n_seqs, n_tokens] : shape.state_groups) {
+      ggml_tensor* slots = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, n_seqs), "state_slots");
+      g.recurrent.groups.push_back(RecurrentInputs::Group{row_begin, n_seqs, n_tokens, slots});
+    }
   }
   lora_inputs_ = LoraInputs{};
   if (shape.lora_used > 0) {
@@ -119,6 +127,7 @@ void Forward::reserve(int n_rows, int n_outputs) {
   shape.n_rows = n_rows;
   shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
   shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
+  if (cache_.recurrent()) shape.state_groups = {{0, 1, n_rows}};
   build(shape);
   --graphs_built_;  // not a batch's graph
   // Fault the compute buffer in now, not in the first batch: on VMs the
@@ -152,6 +161,10 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
   }
   for (size_t i = 0; i < placement.windows.size(); ++i) {
     cache_.fill_mask(batch, placement.windows[i], static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+  }
+  for (size_t i = 0; i < placement.state_groups.size(); ++i) {
+    const std::vector<SeqId>& seqs = placement.state_groups[i].seqs;
+    std::copy(seqs.begin(), seqs.end(), static_cast<int32_t*>(g.recurrent.groups[i].slots->data));
   }
   if (g.lora) {
     const LoraSet& lora = model_.lora();
@@ -190,6 +203,9 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   const int n_logits = batch.n_logits();
   shape.n_outputs = std::max(1, n_logits);
   shape.windows = placement.windows;
+  for (const KvCache::StateGroup& sg : placement.state_groups) {
+    shape.state_groups.push_back({sg.row_begin, sg.n_seqs, sg.n_tokens});
+  }
   for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
   shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
   if (!have_graph_ || !(shape == shape_)) build(shape);

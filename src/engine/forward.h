@@ -5,6 +5,7 @@
 // adapter routes: it is the same path (DESIGN.md invariant 6).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,6 +56,7 @@ class Forward {
     std::vector<KvCache::Window> windows;
     int lora_used = 0;
     uint64_t lora_version = 0;
+    std::vector<std::array<int, 3>> state_groups;  // hybrid models: row_begin, n_seqs, n_tokens
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;
