@@ -44,7 +44,7 @@ ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_
   ggml_tensor* slots = outputs_only ? in.out_slots : in.slots;
   ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
   ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
-  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);   // [rank, n_used, n_rows]
+  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);  // [rank, n_used, n_rows]
   return lora_b_add(ctx, y, stack.b, ax, slots, scales);
 }
 
@@ -89,13 +89,13 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
                               : ggml_view_3d(ctx, q, q->ne[0], q->ne[1], group.n_rows, q->nb[1], q->nb[2],
                                              size_t(group.row_begin) * q->nb[2]);
     const size_t cell_bytes = ggml_row_size(cache.k->type, n_embd_kv);
-    ggml_tensor* keys = ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells,
-                                     ggml_row_size(cache.k->type, head_dim), cell_bytes,
-                                     size_t(group.cell_begin) * cell_bytes);
-    ggml_tensor* values = ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells,
-                                       ggml_row_size(cache.v->type, head_dim),
-                                       ggml_row_size(cache.v->type, n_embd_kv),
-                                       size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
+    ggml_tensor* keys =
+        ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.k->type, head_dim),
+                     cell_bytes, size_t(group.cell_begin) * cell_bytes);
+    ggml_tensor* values =
+        ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.v->type, head_dim),
+                     ggml_row_size(cache.v->type, n_embd_kv),
+                     size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
@@ -107,7 +107,8 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
   // to groups times along a chain.
   while (outs.size() > 1) {
     std::vector<ggml_tensor*> joined;
-    for (size_t i = 0; i + 1 < outs.size(); i += 2) joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
+    for (size_t i = 0; i + 1 < outs.size(); i += 2)
+      joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
     if (outs.size() % 2 == 1) joined.push_back(outs.back());
     outs = std::move(joined);
   }

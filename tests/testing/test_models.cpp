@@ -11,9 +11,15 @@
 
 namespace graft::testing {
 
-std::string bundle_dir() { return GRAFT_BUNDLE_DIR; }
-std::string bundle_vocab(const std::string& name) { return bundle_dir() + "/models/ggml-vocab-" + name + ".gguf"; }
-std::string bundle_template(const std::string& name) { return bundle_dir() + "/models/templates/" + name + ".jinja"; }
+std::string bundle_dir() {
+  return GRAFT_BUNDLE_DIR;
+}
+std::string bundle_vocab(const std::string& name) {
+  return bundle_dir() + "/models/ggml-vocab-" + name + ".gguf";
+}
+std::string bundle_template(const std::string& name) {
+  return bundle_dir() + "/models/templates/" + name + ".jinja";
+}
 
 TestModelSpec tiny_spec(const std::string& arch, const std::string& vocab, const std::string& type) {
   TestModelSpec spec;
