@@ -69,8 +69,9 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
   // linear-attention projections) is made where it exists; one no chosen
   // layer has is an error.
   for (LoraTarget target : spec.targets) {
-    const bool somewhere = std::any_of(layers.begin(), layers.end(),
-                                       [&](int layer) { return base.shapes.count({layer, target}) > 0; });
+    const bool somewhere = std::any_of(layers.begin(), layers.end(), [&](int layer) {
+      return base.shapes.count({layer, target}) > 0;
+    });
     if (!somewhere) {
       return errorf("invalid_argument", "the base model has no {}", base_tensor_name(layers.front(), target));
     }

@@ -83,8 +83,8 @@ struct SsmShape {
 };
 
 SsmShape ssm_shape(const TestModelSpec& s, int head_dim) {
-  SsmShape shape{s.ssm_head_dim > 0 ? s.ssm_head_dim : head_dim / 2, s.ssm_k_heads > 0 ? s.ssm_k_heads : s.n_head_kv,
-                 0};
+  SsmShape shape{s.ssm_head_dim > 0 ? s.ssm_head_dim : head_dim / 2,
+                 s.ssm_k_heads > 0 ? s.ssm_k_heads : s.n_head_kv, 0};
   shape.v_heads = s.ssm_v_heads > 0 ? s.ssm_v_heads : 2 * shape.k_heads;
   return shape;
 }
@@ -98,9 +98,10 @@ Status check_spec(const TestModelSpec& s) {
     const SsmShape ssm = ssm_shape(s, head_dim);
     if (s.full_attention_interval <= 0 || s.ssm_conv_kernel < 2 || ssm.head_dim <= 0 || ssm.k_heads <= 0 ||
         ssm.v_heads % ssm.k_heads != 0) {
-      return errorf("invalid_argument",
-                    "qwen35 needs full_attention_interval >= 1, a conv kernel of >= 2 taps, and value heads a "
-                    "multiple of key heads");
+      return errorf(
+          "invalid_argument",
+          "qwen35 needs full_attention_interval >= 1, a conv kernel of >= 2 taps, and value heads a "
+          "multiple of key heads");
     }
     const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim / 4;
     if (rope_dims <= 0 || rope_dims % 2 != 0 || rope_dims > head_dim) {
@@ -179,7 +180,8 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   gguf_set_val_u32(meta.get(), key("attention.value_length").c_str(), static_cast<uint32_t>(head_dim));
   gguf_set_val_f32(meta.get(), key("attention.layer_norm_rms_epsilon").c_str(), spec.rms_eps);
   gguf_set_val_f32(meta.get(), key("rope.freq_base").c_str(), spec.rope_freq_base);
-  const int rope_dims = hybrid && spec.rope_dims == 0 ? head_dim / 4 : (spec.rope_dims > 0 ? spec.rope_dims : head_dim);
+  const int rope_dims =
+      hybrid && spec.rope_dims == 0 ? head_dim / 4 : (spec.rope_dims > 0 ? spec.rope_dims : head_dim);
   gguf_set_val_u32(meta.get(), key("rope.dimension_count").c_str(), static_cast<uint32_t>(rope_dims));
   if (hybrid) {
     // Interleaved multi-axis rope: the rotated pairs split over three axes, as Qwen3.5's [11, 11, 10].
@@ -268,7 +270,8 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   const int64_t q_width = int64_t(spec.n_head) * head_dim;
   const int64_t kv_width = int64_t(spec.n_head_kv) * head_dim;
   const float in_std = 1.0f / std::sqrt(float(spec.n_embd));
-  auto f32 = [&](const std::string& name, std::vector<int64_t> ne, std::function<void(std::vector<float>&)> fill) {
+  auto f32 = [&](const std::string& name, std::vector<int64_t> ne,
+                 std::function<void(std::vector<float>&)> fill) {
     plan.push_back({name, std::move(ne), GGML_TYPE_F32, std::move(fill)});
   };
   for (int l = 0; l < spec.n_layer && hybrid; ++l) {
@@ -280,7 +283,8 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
       matrix(p + "attn_qkv.weight", spec.n_embd, ssm.conv_dim(), in_std);
       matrix(p + "attn_gate.weight", spec.n_embd, ssm.value_dim(), in_std);
       f32(p + "ssm_conv1d.weight", {spec.ssm_conv_kernel, ssm.conv_dim()}, [=](std::vector<float>& d) {
-        fill_uniform(d, name_seed(seed, p + "ssm_conv1d.weight"), 1.0f / std::sqrt(float(spec.ssm_conv_kernel)));
+        fill_uniform(d, name_seed(seed, p + "ssm_conv1d.weight"),
+                     1.0f / std::sqrt(float(spec.ssm_conv_kernel)));
       });
       f32(p + "ssm_dt.bias", {ssm.v_heads}, [=](std::vector<float>& d) {
         SplitMix64 rng(name_seed(seed, p + "ssm_dt.bias"));

@@ -73,9 +73,9 @@ std::optional<LoraTarget> parse_target(std::string_view name) {
 Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
   if (text == "all") return std::vector<LoraTarget>(kAllLoraTargets.begin(), kAllLoraTargets.end());
   if (text == "attn") {
-    return std::vector<LoraTarget>{LoraTarget::attn_q,   LoraTarget::attn_k,    LoraTarget::attn_v,
+    return std::vector<LoraTarget>{LoraTarget::attn_q,      LoraTarget::attn_k,   LoraTarget::attn_v,
                                    LoraTarget::attn_output, LoraTarget::attn_qkv, LoraTarget::attn_gate,
-                                   LoraTarget::ssm_alpha, LoraTarget::ssm_beta, LoraTarget::ssm_out};
+                                   LoraTarget::ssm_alpha,   LoraTarget::ssm_beta, LoraTarget::ssm_out};
   }
   if (text == "mlp")
     return std::vector<LoraTarget>{LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
@@ -86,10 +86,11 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
     const std::string_view name = text.substr(start, comma - start);
     auto target = parse_target(name);
     if (!target) {
-      return errorf("invalid_argument",
-                    "unknown target '{}' (q, k, v, o, gate, up, down, qkv, z, alpha, beta, out, or all, attn, "
-                    "mlp)",
-                    name);
+      return errorf(
+          "invalid_argument",
+          "unknown target '{}' (q, k, v, o, gate, up, down, qkv, z, alpha, beta, out, or all, attn, "
+          "mlp)",
+          name);
     }
     out.push_back(*target);
     start = comma + 1;

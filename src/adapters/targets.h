@@ -17,8 +17,8 @@
 namespace graft {
 
 inline constexpr std::array<LoraTarget, 12> kAllLoraTargets = {
-    LoraTarget::attn_q,   LoraTarget::attn_k,    LoraTarget::attn_v,    LoraTarget::attn_output,
-    LoraTarget::ffn_gate, LoraTarget::ffn_up,    LoraTarget::ffn_down,  LoraTarget::attn_qkv,
+    LoraTarget::attn_q,    LoraTarget::attn_k,    LoraTarget::attn_v,   LoraTarget::attn_output,
+    LoraTarget::ffn_gate,  LoraTarget::ffn_up,    LoraTarget::ffn_down, LoraTarget::attn_qkv,
     LoraTarget::attn_gate, LoraTarget::ssm_alpha, LoraTarget::ssm_beta, LoraTarget::ssm_out,
 };
 

@@ -34,7 +34,8 @@ std::string format_ranges(const std::vector<int>& values) {
 
 std::string format_targets(const std::vector<LoraTarget>& targets) {
   // "all": every projection of a llama-shaped block (7), or of qwen35's two kinds of layer (12).
-  if (targets.size() == kAllLoraTargets.size() || (targets.size() == 7 && targets.back() == LoraTarget::ffn_down)) {
+  if (targets.size() == kAllLoraTargets.size() ||
+      (targets.size() == 7 && targets.back() == LoraTarget::ffn_down)) {
     return "all";
   }
   std::string out;

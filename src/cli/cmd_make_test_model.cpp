@@ -32,18 +32,21 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--type", spec->type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k")
       ->capture_default_str();
   cmd->add_flag("--tied", spec->tied_output, "Reuse the embedding as the output matrix");
-  cmd->add_option("--rope-dims", spec->rope_dims, "Rotated dimensions of each head (0: all; qwen35: a quarter)")
+  cmd->add_option("--rope-dims", spec->rope_dims,
+                  "Rotated dimensions of each head (0: all; qwen35: a quarter)")
       ->capture_default_str();
   cmd->add_option("--full-attention-interval", spec->full_attention_interval,
                   "qwen35: every n-th layer is full attention, the others linear attention")
       ->capture_default_str();
   cmd->add_option("--ssm-conv", spec->ssm_conv_kernel, "qwen35: taps of the linear attention's convolution")
       ->capture_default_str();
-  cmd->add_option("--ssm-head-dim", spec->ssm_head_dim, "qwen35: width of the linear attention's heads (0: head-dim / 2)")
+  cmd->add_option("--ssm-head-dim", spec->ssm_head_dim,
+                  "qwen35: width of the linear attention's heads (0: head-dim / 2)")
       ->capture_default_str();
   cmd->add_option("--ssm-k-heads", spec->ssm_k_heads, "qwen35: linear-attention key heads (0: kv-heads)")
       ->capture_default_str();
-  cmd->add_option("--ssm-v-heads", spec->ssm_v_heads, "qwen35: linear-attention value heads (0: twice the key heads)")
+  cmd->add_option("--ssm-v-heads", spec->ssm_v_heads,
+                  "qwen35: linear-attention value heads (0: twice the key heads)")
       ->capture_default_str();
   cmd->add_option("--seed", spec->seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template", *template_file,

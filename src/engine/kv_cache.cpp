@@ -286,8 +286,10 @@ Result<std::vector<KvCache::StateGroup>> KvCache::state_groups_for(const Batch& 
     int end = r + 1;
     while (end < n && batch.rows[size_t(end)].seq == seq) ++end;
     if (seen[size_t(seq)]) {
-      return errorf("invalid_argument", "row {}: sequence {} has rows apart in the batch (a recurrent state "
-                    "takes each sequence's rows as one run)", r, seq);
+      return errorf("invalid_argument",
+                    "row {}: sequence {} has rows apart in the batch (a recurrent state "
+                    "takes each sequence's rows as one run)",
+                    r, seq);
     }
     seen[size_t(seq)] = true;
     if (!state_valid_[size_t(seq)] && seq_len_[size_t(seq)] > 0) {

@@ -107,9 +107,9 @@ class KvCache {
     std::vector<SeqId> seqs;
   };
   struct Placement {
-    std::vector<int64_t> cells;   // per row
-    int n_kv = 0;                 // 1 + the highest cell in use, padded: every cell any row may see
-    std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
+    std::vector<int64_t> cells;            // per row
+    int n_kv = 0;                          // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<Window> windows;           // consecutive row groups covering the batch, in row order
     std::vector<StateGroup> state_groups;  // hybrid models: covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);

@@ -130,7 +130,8 @@ Result<std::unique_ptr<Executor>> make_model_executor(Model& model, const ModelE
     kv.n_state_snapshots = options.state_snapshots;
     if (kv.n_state_snapshots < 0) {
       const int64_t budget_bytes = options.kv_cells * int64_t(kv_bytes_per_token(config, kv.type));
-      kv.n_state_snapshots = int(std::clamp<int64_t>(budget_bytes / int64_t(recurrent_state_bytes(config)), 0, 64));
+      kv.n_state_snapshots =
+          int(std::clamp<int64_t>(budget_bytes / int64_t(recurrent_state_bytes(config)), 0, 64));
     }
   }
   GRAFT_TRY(std::unique_ptr<KvCache> cache, KvCache::create(config, kv));

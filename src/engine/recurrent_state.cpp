@@ -44,13 +44,15 @@ RecurrentState::~RecurrentState() {
 }
 
 int RecurrentState::n_snapshots() const {
-  return int(std::count_if(snapshots_.begin(), snapshots_.end(), [](const Snapshot& s) { return s.seq >= 0; }));
+  return int(
+      std::count_if(snapshots_.begin(), snapshots_.end(), [](const Snapshot& s) { return s.seq >= 0; }));
 }
 
 void RecurrentState::reset(SeqId seq) {
   for (const RecurrentInputs::Layer& l : layers_) {
     if (!l.conv) continue;
-    for (ggml_tensor* t : {l.conv, l.delta}) std::memset(static_cast<uint8_t*>(t->data) + size_t(seq) * t->nb[1], 0, t->nb[1]);
+    for (ggml_tensor* t : {l.conv, l.delta})
+      std::memset(static_cast<uint8_t*>(t->data) + size_t(seq) * t->nb[1], 0, t->nb[1]);
   }
 }
 
@@ -81,7 +83,8 @@ Status RecurrentState::save(SeqId seq, int pos) {
   if (j < 0) {
     auto it = std::find_if(snapshots_.begin(), snapshots_.end(), [](const Snapshot& s) { return s.seq < 0; });
     if (it == snapshots_.end()) {
-      return errorf("state_snapshots_full", "all {} recurrent state snapshot slots are in use", snapshots_.size());
+      return errorf("state_snapshots_full", "all {} recurrent state snapshot slots are in use",
+                    snapshots_.size());
     }
     j = int(it - snapshots_.begin());
   }

@@ -29,7 +29,8 @@ namespace graft {
 class RecurrentState {
  public:
   // One live state per sequence id 0..n_seq-1 and room for n_snapshots snapshots.
-  static Result<std::unique_ptr<RecurrentState>> create(const ModelConfig& config, int n_seq, int n_snapshots);
+  static Result<std::unique_ptr<RecurrentState>> create(const ModelConfig& config, int n_seq,
+                                                        int n_snapshots);
   ~RecurrentState();
   RecurrentState(const RecurrentState&) = delete;
   RecurrentState& operator=(const RecurrentState&) = delete;

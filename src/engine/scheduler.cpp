@@ -37,12 +37,13 @@ Status Scheduler::check_fits(int prompt_tokens, int max_new_tokens) const {
   }
   int64_t need = projected(prompt_tokens, max_new_tokens);
   if (need + config_.state_cells > config_.kv_budget) {
-    return errorf("kv_budget_exceeded",
-                  "the request needs {} KV cells (prompt {} + max_tokens {}{}) but the server's KV budget is {} "
-                  "tokens: lower max_tokens or shorten the prompt",
-                  need + config_.state_cells, prompt_tokens, max_new_tokens,
-                  recurrent() ? fmt::format(" + {} for its recurrent state", config_.state_cells) : "",
-                  config_.kv_budget);
+    return errorf(
+        "kv_budget_exceeded",
+        "the request needs {} KV cells (prompt {} + max_tokens {}{}) but the server's KV budget is {} "
+        "tokens: lower max_tokens or shorten the prompt",
+        need + config_.state_cells, prompt_tokens, max_new_tokens,
+        recurrent() ? fmt::format(" + {} for its recurrent state", config_.state_cells) : "",
+        config_.kv_budget);
   }
   return {};
 }
@@ -198,7 +199,8 @@ void Scheduler::plan_snapshot(StepPlan& plan, Sequence& s) {
                              reserved_ + held_cells() + config_.state_cells > config_.kv_budget)) {
     evict(std::prev(cache_.end()));
   }
-  if (n_snapshots_ >= config_.max_snapshots || reserved_ + held_cells() + config_.state_cells > config_.kv_budget) {
+  if (n_snapshots_ >= config_.max_snapshots ||
+      reserved_ + held_cells() + config_.state_cells > config_.kv_budget) {
     return;
   }
   s.snapshots.push_back(at);

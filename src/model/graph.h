@@ -74,7 +74,7 @@ struct GraphContext {
   ggml_tensor* positions = nullptr;  // I32 [n_rows]
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
-  RecurrentInputs recurrent;  // hybrid models only
+  RecurrentInputs recurrent;         // hybrid models only
   const LoraInputs* lora = nullptr;  // null: no row uses an adapter
   // Inputs of q4_rows products and their quantized form, which the
   // projections of the same input share.

@@ -109,15 +109,15 @@ struct LayerWeights {
   ggml_tensor* ffn_down = nullptr;
   // (qwen35 names ffn_norm post_attention_norm.)
   // Linear-attention (gated delta-net) layers:
-  ggml_tensor* ssm_qkv = nullptr;     // attn_qkv: x -> the convolution's channels (q, k, v)
-  ggml_tensor* ssm_gate = nullptr;    // attn_gate: x -> z, the output gate
-  ggml_tensor* ssm_conv = nullptr;    // ssm_conv1d: [conv_kernel, conv_dim]
-  ggml_tensor* ssm_dt = nullptr;      // ssm_dt.bias: [n_v_heads]
-  ggml_tensor* ssm_a = nullptr;       // ssm_a: -exp(A_log) [n_v_heads]
-  ggml_tensor* ssm_alpha = nullptr;   // x -> the decay's input [n_v_heads]
-  ggml_tensor* ssm_beta = nullptr;    // x -> the write strength's input [n_v_heads]
-  ggml_tensor* ssm_norm = nullptr;    // RMS norm weight of each output head [head_dim]
-  ggml_tensor* ssm_out = nullptr;     // [inner, n_embd]
+  ggml_tensor* ssm_qkv = nullptr;    // attn_qkv: x -> the convolution's channels (q, k, v)
+  ggml_tensor* ssm_gate = nullptr;   // attn_gate: x -> z, the output gate
+  ggml_tensor* ssm_conv = nullptr;   // ssm_conv1d: [conv_kernel, conv_dim]
+  ggml_tensor* ssm_dt = nullptr;     // ssm_dt.bias: [n_v_heads]
+  ggml_tensor* ssm_a = nullptr;      // ssm_a: -exp(A_log) [n_v_heads]
+  ggml_tensor* ssm_alpha = nullptr;  // x -> the decay's input [n_v_heads]
+  ggml_tensor* ssm_beta = nullptr;   // x -> the write strength's input [n_v_heads]
+  ggml_tensor* ssm_norm = nullptr;   // RMS norm weight of each output head [head_dim]
+  ggml_tensor* ssm_out = nullptr;    // [inner, n_embd]
 };
 
 struct ModelWeights {

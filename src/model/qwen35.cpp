@@ -92,7 +92,8 @@ Status read_qwen35_config(const GgufFile& f, ModelConfig& c) {
     c.recurrent = std::move(flags);
   } else {
     const int interval = int(f.find_int(a + "full_attention_interval").value_or(4));
-    if (interval <= 0) return errorf("invalid_model", "{}: bad full_attention_interval {}", f.path(), interval);
+    if (interval <= 0)
+      return errorf("invalid_model", "{}: bad full_attention_interval {}", f.path(), interval);
     c.recurrent.assign(size_t(c.n_layer), false);
     for (int il = 0; il < c.n_layer; ++il) c.recurrent[size_t(il)] = (il + 1) % interval != 0;
   }
@@ -109,7 +110,8 @@ Status read_qwen35_config(const GgufFile& f, ModelConfig& c) {
     return errorf("invalid_model", "{}: rope over {} of {} dimensions", f.path(), r.n_rot, c.head_dim);
   }
   if (!r.scaling.empty()) {
-    return errorf("unsupported_model", "{}: rope scaling '{}' is not supported for qwen35", f.path(), r.scaling);
+    return errorf("unsupported_model", "{}: rope scaling '{}' is not supported for qwen35", f.path(),
+                  r.scaling);
   }
   GRAFT_TRY(std::vector<int64_t> sections, f.get_int_array(a + "rope.dimension_sections"));
   sections.resize(4, 0);
@@ -120,8 +122,9 @@ Status read_qwen35_config(const GgufFile& f, ModelConfig& c) {
                                            (sector % 3 == 1 && sector < 3 * sections[1]) ||
                                            (sector % 3 == 2 && sector < 3 * sections[2]));
     if (!text_axis) {
-      return errorf("unsupported_model", "{}: rope sections [{}, {}, {}, {}] leave rotated pair {} to the fourth axis",
-                    f.path(), sections[0], sections[1], sections[2], sections[3], pair);
+      return errorf("unsupported_model",
+                    "{}: rope sections [{}, {}, {}, {}] leave rotated pair {} to the fourth axis", f.path(),
+                    sections[0], sections[1], sections[2], sections[3], pair);
     }
   }
   c.rope.mode = GGML_ROPE_TYPE_NEOX;
@@ -172,8 +175,8 @@ ggml_tensor* gated_attention(GraphContext& g, const Model& model, const LayerWei
   ggml_tensor* qg = lora_linear(g, model, l.wq, x, il, LoraTarget::attn_q);
   const size_t head_bytes = ggml_row_size(qg->type, 2 * hd);
   ggml_tensor* q = ggml_view_3d(ctx, qg, hd, c.n_head, g.n_rows, head_bytes, qg->nb[1], 0);
-  ggml_tensor* gate = ggml_view_3d(ctx, qg, hd, c.n_head, g.n_rows, head_bytes, qg->nb[1],
-                                   ggml_row_size(qg->type, hd));
+  ggml_tensor* gate =
+      ggml_view_3d(ctx, qg, hd, c.n_head, g.n_rows, head_bytes, qg->nb[1], ggml_row_size(qg->type, hd));
   gate = ggml_cont_2d(ctx, gate, hd * c.n_head, g.n_rows);
   q = rms_norm(g, q, l.q_norm, c.rms_eps);
 
@@ -235,9 +238,9 @@ ggml_tensor* delta_net_group(GraphContext& g, const ModelConfig& c, const LayerW
   // One result: the outputs [hd, n_v_heads, n_t, n_s], then each sequence's new state.
   ggml_tensor* out = ggml_gated_delta_net(ctx, q, k, v, g_grp, b_grp, delta, /*K=*/1);
   const int64_t n_out = hd * s.n_v_heads * n_t * n_s;
-  ggml_tensor* delta_next = ggml_view_2d(ctx, out, s.delta_state_size(), n_s,
-                                         ggml_row_size(out->type, s.delta_state_size()),
-                                         ggml_row_size(out->type, n_out));
+  ggml_tensor* delta_next =
+      ggml_view_2d(ctx, out, s.delta_state_size(), n_s, ggml_row_size(out->type, s.delta_state_size()),
+                   ggml_row_size(out->type, n_out));
   ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, state.delta, delta_next, grp.slots));
   return ggml_view_3d(ctx, out, hd, s.n_v_heads, n_t * n_s, hd * f, hd * s.n_v_heads * f, 0);
 }
@@ -261,7 +264,8 @@ ggml_tensor* gated_delta_net(GraphContext& g, const Model& model, const LayerWei
   }
   while (outs.size() > 1) {  // joined pairwise, as attention's groups are
     std::vector<ggml_tensor*> joined;
-    for (size_t i = 0; i + 1 < outs.size(); i += 2) joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
+    for (size_t i = 0; i + 1 < outs.size(); i += 2)
+      joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
     if (outs.size() % 2 == 1) joined.push_back(outs.back());
     outs = std::move(joined);
   }

@@ -40,8 +40,8 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
 // batch (or in batches of `chunk` rows), then one row per step. Also returns
 // each step's logits if asked.
 inline std::vector<TokenId> greedy(Engine& e, const std::vector<TokenId>& prompt, int n, SeqId seq = 0,
-                                   std::vector<std::vector<float>>* logits = nullptr,
-                                   AdapterRoute route = {}, int chunk = 0) {
+                                   std::vector<std::vector<float>>* logits = nullptr, AdapterRoute route = {},
+                                   int chunk = 0) {
   std::vector<TokenId> out;
   Batch batch;
   int pos = e.cache->seq_length(seq);
