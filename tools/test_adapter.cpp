@@ -48,7 +48,7 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
   if (!std::isfinite(spec.alpha) || spec.alpha <= 0.0f) {
     return errorf("invalid_argument", "alpha must be a positive number, got {}", spec.alpha);
   }
-  if (spec.targets.empty()) return errorf("invalid_argument", "no target projections given");
+
   if (!lora_architecture_supported(base.architecture)) {
     return errorf("invalid_argument", "graft does not make adapters for '{}' models", base.architecture);
   }
@@ -68,7 +68,14 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
   // A target some layers lack (qwen35's layers have either attention or
   // linear-attention projections) is made where it exists; one no chosen
   // layer has is an error.
-  for (LoraTarget target : spec.targets) {
+  std::vector<LoraTarget> targets = spec.targets;
+  if (targets.empty()) {
+    for (const auto& [key, shape] : base.shapes) {
+      if (std::find(targets.begin(), targets.end(), key.second) == targets.end())
+        targets.push_back(key.second);
+    }
+  }
+  for (LoraTarget target : targets) {
     const bool somewhere = std::any_of(layers.begin(), layers.end(), [&](int layer) {
       return base.shapes.count({layer, target}) > 0;
     });
@@ -78,7 +85,7 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
   }
   for (int layer : layers) {
     for (LoraTarget target : kAllLoraTargets) {
-      if (std::find(spec.targets.begin(), spec.targets.end(), target) == spec.targets.end()) continue;
+      if (std::find(targets.begin(), targets.end(), target) == targets.end()) continue;
       auto shape = base.shapes.find({layer, target});
       if (shape == base.shapes.end()) continue;
       const auto [n_in, n_out] = shape->second;

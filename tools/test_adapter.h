@@ -18,7 +18,7 @@ struct TestAdapterSpec {
   std::string base_path;  // the base model's GGUF: architecture and shapes
   int rank = 8;
   float alpha = 16.0f;
-  std::vector<LoraTarget> targets{kAllLoraTargets.begin(), kAllLoraTargets.end()};
+  std::vector<LoraTarget> targets;  // empty: every projection the base model has
   std::vector<int> layers;  // empty: every layer
   uint64_t seed = 1;
   // The RMS of the adapter's delta relative to the base projection's output,

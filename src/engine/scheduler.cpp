@@ -150,8 +150,10 @@ int Scheduler::pending_shared_prefix(const Sequence& incoming) const {
   int best = 0;
   for (const Sequence& r : running_) {
     if (r.n_computed >= r.n_prompt || !(r.adapters == incoming.adapters)) continue;
-    best = std::max(
-        best, common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1));
+    int n = common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1);
+    // With a recurrent state, only what ends on a kept state can be reused.
+    if (recurrent()) n = config_.state_block > 0 ? n / config_.state_block * config_.state_block : 0;
+    best = std::max(best, n);
   }
   return best;
 }

@@ -29,6 +29,7 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
   KvCacheOptions options;
   options.n_cells = n_cells;
   options.n_seq_max = n_seq;
+  options.n_state_snapshots = 4;  // hybrid models
   auto cache = KvCache::create(e.model->config(), options);
   EXPECT_TRUE(cache.ok());
   e.cache = std::move(*cache);

@@ -104,7 +104,8 @@ TEST(RecurrentScheduler, PrefixesAreReusedFromAKeptStateOnly) {
   EXPECT_EQ(plan.kv_ops[0].kind, KvOp::Kind::kCopyPrefix);
   EXPECT_EQ(plan.kv_ops[0].n_tokens, 32);
   EXPECT_EQ(plan.batch.rows.front().pos, 32);
-  run_to_end(s, 2, 2, /*keep=*/false);
+  sample_all(s, plan);                  // its first token
+  run_to_end(s, 2, 1, /*keep=*/false);  // and its second
 
   // Continues the whole cached sequence: takes it over, state and all.
   auto third = first;
@@ -132,6 +133,24 @@ TEST(RecurrentScheduler, ARunningPromptSharesItsKeptStates) {
   StepPlan plan = s.plan_step();
   ASSERT_EQ(plan.admitted.size(), 1u);
   EXPECT_EQ(plan.admitted[0].cached_tokens, 32);  // not 40: no state there
+}
+
+TEST(RecurrentScheduler, WaitsForARunningPromptOnlyForWhatWillHaveAState) {
+  Scheduler s(hybrid(2000, /*step_tokens=*/8));
+  s.enqueue(1, tokens(100), 2, {});
+  s.plan_step();  // 8 rows
+  // Shares 20 tokens with the prompt being read: at most 16 will have a state
+  // to start from, not worth waiting for (min_wait_gain 32).
+  auto near = tokens(20);
+  near.push_back(999);
+  s.enqueue(2, near, 2, {});
+  EXPECT_EQ(s.plan_step().admitted.size(), 1u);
+  // Shares 60: 48 will, worth waiting for.
+  auto far = tokens(60);
+  far.push_back(999);
+  s.enqueue(3, far, 2, {});
+  EXPECT_TRUE(s.plan_step().admitted.empty());
+  EXPECT_TRUE(s.is_waiting(3));
 }
 
 TEST(RecurrentScheduler, KeptStatesGiveWayToRequests) {
