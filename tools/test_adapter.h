@@ -19,7 +19,7 @@ struct TestAdapterSpec {
   int rank = 8;
   float alpha = 16.0f;
   std::vector<LoraTarget> targets;  // empty: every projection the base model has
-  std::vector<int> layers;  // empty: every layer
+  std::vector<int> layers;          // empty: every layer
   uint64_t seed = 1;
   // The RMS of the adapter's delta relative to the base projection's output,
   // for an input of unit RMS: 0.5 changes greedy text visibly.
