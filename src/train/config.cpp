@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -60,8 +61,10 @@ std::vector<int> TrainConfig::layers(const ModelConfig& m) const {
 }
 
 std::vector<LoraTarget> TrainConfig::target_list() const {
-  if (!targets.empty()) return targets;
-  return {kAllLoraTargets.begin(), kAllLoraTargets.end()};
+  // "all" (and no choice) is every projection the trainer's models have.
+  const bool all = std::equal(targets.begin(), targets.end(), kAllLoraTargets.begin(), kAllLoraTargets.end());
+  if (!targets.empty() && !all) return targets;
+  return {kDenseLoraTargets.begin(), kDenseLoraTargets.end()};
 }
 
 double TrainConfig::lr_at(int step, int total) const {
