@@ -240,7 +240,8 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
         scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
       }
     }
-    if (lora_inputs_.out_slots) {
+    // (A graph that applies no adapter after selecting the output rows leaves these unallocated.)
+    if (lora_inputs_.out_slots && lora_inputs_.out_slots->data && lora_inputs_.out_scales->data) {
       const auto* out = static_cast<const int32_t*>(g.out_rows->data);
       auto* out_slots = static_cast<int32_t*>(lora_inputs_.out_slots->data);
       auto* out_scales = static_cast<float*>(lora_inputs_.out_scales->data);

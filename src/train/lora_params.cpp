@@ -26,12 +26,15 @@ std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget ta
       return {c.n_embd, c.n_ff};
     case LoraTarget::ffn_down:
       return {c.n_ff, c.n_embd};
-    case LoraTarget::attn_qkv:  // hybrid models' projections: the trainer refuses those models
+    case LoraTarget::attn_qkv:
+      return {c.n_embd, c.ssm.conv_dim()};
     case LoraTarget::attn_gate:
+      return {c.n_embd, c.ssm.inner};
     case LoraTarget::ssm_alpha:
     case LoraTarget::ssm_beta:
+      return {c.n_embd, c.ssm.n_v_heads};
     case LoraTarget::ssm_out:
-      break;
+      return {c.ssm.inner, c.n_embd};
   }
   return {0, 0};
 }
