@@ -89,9 +89,8 @@ bool Router::match(const Route& route, const std::vector<std::string>& path,
 bool Router::authorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
   const std::string auth = request.header("authorization");
-  const std::string prefix = "Bearer ";
-  return auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
-         auth.substr(prefix.size()) == api_key_;
+  constexpr std::string_view kPrefix = "Bearer ";
+  return auth.starts_with(kPrefix) && auth.substr(kPrefix.size()) == api_key_;
 }
 
 void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const {
