@@ -26,6 +26,7 @@ struct ServerContext {
   explicit ServerContext(ServedModel& m) : model(m) {}
   ServedModel& model;
   std::vector<RequestHook> request_hooks;
+  std::vector<std::string> hook_fields;  // the request fields the hooks read
   std::vector<StatusHook> health_hooks;
   std::vector<StatusHook> stats_hooks;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
