@@ -1,7 +1,10 @@
 // `graft serve`: the OpenAI-compatible server (the main job).
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/paths.h"
@@ -31,6 +34,28 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  std::map<std::string, double> sampling;  // request field name → default, from the sampling flags
+};
+
+// The sampling flags: each sets the default of one request field (over the
+// model's own recommendation), with llama-server's flag names.
+struct SamplingFlag {
+  const char* flag;
+  const char* field;
+  const char* help;
+};
+constexpr SamplingFlag kSamplingFlags[] = {
+    {"--temp", "temperature", "Default temperature (0: greedy)"},
+    {"--top-k", "top_k", "Default top_k (<= 0: off)"},
+    {"--top-p", "top_p", "Default top_p (1: off)"},
+    {"--min-p", "min_p", "Default min_p (0: off)"},
+    {"--typical-p,--typical", "typical_p", "Default typical_p (1: off)"},
+    {"--xtc-probability", "xtc_probability", "Default XTC probability (0: off)"},
+    {"--xtc-threshold", "xtc_threshold", "Default XTC threshold"},
+    {"--repeat-penalty", "repeat_penalty", "Default repetition penalty (1: off)"},
+    {"--repeat-last-n", "repeat_last_n", "Default number of tokens the penalties look back over (-1: all)"},
+    {"--presence-penalty", "presence_penalty", "Default presence penalty"},
+    {"--frequency-penalty", "frequency_penalty", "Default frequency penalty"},
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -58,6 +83,7 @@ void serve(ServeArgs args) {
   options.kv_type = args.kv_type;
   options.step_tokens = args.batch;
   options.prefix_cache = !args.no_prefix_cache;
+  options.sampling_flags = args.sampling;
   options.compute_nice =
       args.compute_nice == "idle" ? EngineConfig::kComputeIdle : std::stoi(args.compute_nice);
   int64_t budget_bytes = 0;
@@ -89,12 +115,22 @@ void serve(ServeArgs args) {
 
   const EngineConfig& engine = served->engine().config();
   const EngineStats stats = served->engine().stats();
-  std::fprintf(stderr,
-               "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
-               "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
-               served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
-               static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
-               options.threads, args.api_key.empty() ? "" : ", API key required");
+  std::fprintf(
+      stderr,
+      "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
+      "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
+      served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
+      static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
+      options.threads, args.api_key.empty() ? "" : ", API key required");
+  const server::SamplingDefaults& sampling = served->sampling_defaults();
+  if (!sampling.source.empty()) {
+    const auto values = sampling.to_json();
+    std::string line;
+    for (const auto& [field, source] : sampling.source) {
+      line += fmt::format("{}{} {} ({})", line.empty() ? "" : ", ", field, values[field].dump(), source);
+    }
+    std::fprintf(stderr, "graft: sampling defaults: %s\n", line.c_str());
+  }
   const AdapterSelection forced = adapter_service->mounted().default_selection();
   if (!forced.none()) {
     std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
@@ -105,7 +141,7 @@ void serve(ServeArgs args) {
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
-  served.reset();  // the engine ends what is left before the HTTP side goes
+  served.reset();           // the engine ends what is left before the HTTP side goes
   server.reset();
 }
 
@@ -115,29 +151,38 @@ void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   cmd->add_option("model", args->model, "GGUF model file (default: a small demo model with random weights)");
-  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--ctx", args->ctx,
-                  "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
-                  "8192)")
+  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option(
+         "--ctx", args->ctx,
+         "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
+         "8192)")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--parallel", args->parallel, "Requests generated at once; more wait in a queue")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  cmd->add_option("--kv-budget", args->kv_budget,
-                  "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
-                  "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
-                  "parallel request, if memory allows)");
+      ->check(CLI::Range(1, server::ServeOptions::kMaxParallel));
+  cmd->add_option(
+      "--kv-budget", args->kv_budget,
+      "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
+      "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
+      "parallel request, if memory allows)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");
   cmd->add_option("--adapter-dir", args->adapter_dirs,
                   "Another folder of LoRA adapters (repeatable), searched after the user's adapter store");
-  cmd->add_option("--force-adapter", args->force_adapter,
-                  "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
-                  "that names none; a request may still ask for \"none\"");
-  cmd->add_option("--alias", args->model_id, "Model name in /v1/models and responses (default: the file name)");
+  cmd->add_option(
+      "--force-adapter", args->force_adapter,
+      "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
+      "that names none; a request may still ask for \"none\"");
+  cmd->add_option("--alias", args->model_id,
+                  "Model name in /v1/models and responses (default: the file name)");
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));
@@ -155,6 +200,13 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
+  for (const SamplingFlag& f : kSamplingFlags) {
+    std::string field = f.field;
+    cmd->add_option_function<double>(
+           f.flag, [args, field](double value) { args->sampling[field] = value; },
+           std::string(f.help) + " for requests that do not set it; overrides the model's recommendation")
+        ->group("Sampling defaults");
+  }
   cmd->callback([args] { serve(*args); });
 }
 

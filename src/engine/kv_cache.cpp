@@ -49,6 +49,16 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   return cache;
 }
 
+Result<ggml_type> KvCache::type_from_name(std::string_view name) {
+  if (name == "f16") return GGML_TYPE_F16;
+  if (name == "q8_0") return GGML_TYPE_Q8_0;
+  return errorf("invalid_argument", "KV cache type '{}' is not supported (use f16 or q8_0)", name);
+}
+
+size_t KvCache::token_bytes(const ModelConfig& config, ggml_type type) {
+  return 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+}
+
 KvCache::~KvCache() {
   if (buffer_) ggml_backend_buffer_free(buffer_);
   if (ctx_) ggml_free(ctx_);
@@ -262,9 +272,9 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
   // Consecutive rows share a window unless keeping them apart scans fewer
   // cells: each window costs about as much as scanning this many
   // (row, cell) pairs more (an attention op per layer, and joining its
-  // output). Measured with 8 decode rows over 8 sequences 512 cells apart:
-  // one window each (this at 64-512) decodes 10-15 % faster than one window
-  // over all of them (this at 4096).
+  // output). Decode rows of sequences far apart in the cache are thus
+  // computed one window each, rather than over every cell between them
+  // (bench/engine.sh measures batched decode).
   constexpr int64_t kWindowCost = 128;
   auto cost = [](int64_t rows, int64_t cells) { return rows * cells; };
   std::vector<Window> windows;
@@ -278,7 +288,8 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
       const int merged_end = std::max(w.cell_begin + w.n_cells, end);
       // This row's run: the rest of its sequence's rows that follow.
       int run = 1;
-      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq) ++run;
+      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq)
+        ++run;
       const bool same_seq = batch.rows[size_t(r - 1)].seq == batch.rows[size_t(r)].seq;
       const int64_t apart = cost(w.n_rows, w.n_cells) + cost(run, end - begin) + kWindowCost;
       const int64_t together = cost(w.n_rows + run, merged_end - merged_begin);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <ggml-backend.h>
@@ -32,6 +33,11 @@ class KvCache {
   static constexpr int kMaxSequences = 256;
 
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+  // "f16" or "q8_0" as a cache type; the error names the choices.
+  static Result<ggml_type> type_from_name(std::string_view name);
+  // The bytes a cache of this type would hold per token for this model (all
+  // layers, K and V), known before one is made: what sizing a budget needs.
+  static size_t token_bytes(const ModelConfig& config, ggml_type type);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -75,8 +81,8 @@ class KvCache {
   // the longest free run. So sequences stay compact.
   // On error nothing changed.
   struct Placement {
-    std::vector<int64_t> cells;  // per row
-    int n_kv = 0;                // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<int64_t> cells;   // per row
+    int n_kv = 0;                 // 1 + the highest cell in use, padded: every cell any row may see
     std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include "server/completion_job.h"
+#include "server/openai_fields.h"
 #include "server/server.h"
+#include "util/log.h"
 
 namespace graft::server {
 
@@ -23,6 +25,7 @@ bool read_request(ServerContext& context, const HttpRequest& http, ApiKind kind,
     return false;
   }
   const int n_vocab = context.model.tokenizer()->n_vocab();
+  request.generation.sampling = context.model.sampling_defaults().options;
   if (auto error = read_openai_request(body, kind, n_vocab, request)) {
     exchange.send_error(*error);
     return false;
@@ -32,6 +35,9 @@ bool read_request(ServerContext& context, const HttpRequest& http, ApiKind kind,
       exchange.send_error(*error);
       return false;
     }
+  }
+  for (const std::string& field : unknown_fields(body, kind, context.hook_fields)) {
+    GRAFT_LOG_DEBUG("{} {}: ignoring the unknown field '{}'", http.method, http.path, field);
   }
   return true;
 }
@@ -91,7 +97,8 @@ RequestJson model_json(const ServerContext& context) {
                       {{"n_ctx", engine.config().n_ctx},
                        {"n_vocab", m.tokenizer()->n_vocab()},
                        {"parallel", engine.config().max_running},
-                       {"chat_template", m.has_own_chat_template() ? "model" : "chatml"}}}};
+                       {"chat_template", m.has_own_chat_template() ? "model" : "chatml"},
+                       {"sampling", m.sampling_defaults().to_json()}}}};
 }
 
 void models(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include <ggml.h>
-
+#include "engine/kv_cache.h"
 #include "engine/model_executor.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace graft::server {
 
@@ -69,8 +69,7 @@ Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text) {
   if (end == 0 || !std::isfinite(number) || number <= 0) {
     return errorf("invalid_argument", "--kv-budget '{}' is neither a token count nor a size like 2GiB", text);
   }
-  std::string unit = text.substr(end);
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string unit = to_lower_ascii(text.substr(end));
   if (unit.empty() || unit == "t" || unit == "tokens") {
     if (number != std::floor(number))
       return errorf("invalid_argument", "--kv-budget '{}': a token count is whole", text);
@@ -134,15 +133,16 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
     served->template_ = std::make_unique<ChatTemplate>(std::move(chatml));
   }
 
-  ggml_type kv_type;
-  if (options.kv_type == "f16") {
-    kv_type = GGML_TYPE_F16;
-  } else if (options.kv_type == "q8_0") {
-    kv_type = GGML_TYPE_Q8_0;
-  } else {
-    return errorf("invalid_argument", "--kv-type '{}' is not supported (use f16 or q8_0)", options.kv_type);
+  apply_model_sampling(gguf, served->sampling_);
+  GRAFT_TRY_STATUS(apply_sampling_flags(options.sampling_flags, served->sampling_));
+
+  auto kv_type = KvCache::type_from_name(options.kv_type);
+  if (!kv_type) return errorf(kv_type.error().code, "--kv-type: {}", kv_type.error().message);
+  if (options.parallel < 1 || options.parallel > ServeOptions::kMaxParallel) {
+    return errorf("invalid_argument", "--parallel {}: graft runs 1 to {} requests at once", options.parallel,
+                  ServeOptions::kMaxParallel);
   }
-  const int parallel = std::clamp(options.parallel, 1, 64);
+  const int parallel = options.parallel;
   int n_ctx =
       options.n_ctx > 0 ? options.n_ctx : std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 8192);
   if (config.n_ctx_train > 0 && n_ctx > config.n_ctx_train) {
@@ -150,8 +150,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
                    config.n_ctx_train);
     n_ctx = config.n_ctx_train;
   }
-  const int64_t bytes_per_token = 2 * static_cast<int64_t>(config.n_layer) *
-                                  static_cast<int64_t>(ggml_row_size(kv_type, config.n_embd_kv()));
+  const auto bytes_per_token = static_cast<int64_t>(KvCache::token_bytes(config, *kv_type));
   int64_t budget = options.kv_budget_tokens;
   if (budget == 0 && kv_budget_bytes > 0) budget = kv_budget_bytes / bytes_per_token;
   if (budget == 0) {
@@ -172,7 +171,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
   exec.kv_cells = budget;
   exec.max_sequences = std::min(std::max(4 * parallel, 16), 256);
   exec.n_threads = options.threads;
-  exec.kv_type = kv_type;
+  exec.kv_type = *kv_type;
   exec.max_batch_rows = std::max(options.step_tokens, parallel + 1);
   GRAFT_TRY(std::unique_ptr<Executor> executor, make_model_executor(*served->model_, exec));
 
