@@ -26,7 +26,7 @@
 namespace graft {
 
 struct SchedulerConfig {
-  int n_ctx = 4096;           // longest sequence: prompt + generated tokens
+  int n_ctx = 4096;           // longest sequence: prompt + generated tokens (at most kv_budget)
   int64_t kv_budget = 16384;  // KV cells (tokens) for running and cached sequences together
   int max_running = 4;        // requests in flight at once
   int max_sequences = 8;      // KV sequence ids: running plus cached prefixes
@@ -72,8 +72,9 @@ class Scheduler {
 
   const SchedulerConfig& config() const { return config_; }
 
-  // Whether a request of this size can ever run; the error says why not.
-  // Depends only on the configuration, so any thread may call it.
+  // Whether a request of this size can ever run; the error says why not
+  // (an empty prompt, or one that leaves the context no room). Depends only
+  // on the configuration, so any thread may call it.
   Status check_fits(int prompt_tokens, int max_new_tokens) const;
 
   // Queues a request (it must pass check_fits; max_new_tokens > 0).
@@ -103,8 +104,6 @@ class Scheduler {
   int64_t cached_tokens() const;
   int64_t reserved_tokens() const { return reserved_; }  // projected KV of running requests
   int64_t pending_prompt_tokens() const;                 // prompt tokens not yet in KV
-  // Calls fn with the adapters of every waiting and running request.
-  void for_each_route(const std::function<void(const AdapterRoute&)>& fn) const;
 
  private:
   struct Sequence {

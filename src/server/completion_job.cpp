@@ -75,9 +75,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
         exchange_->send_error(busy);
         return;
       }
-      std::string param = error.code == "kv_budget_exceeded"        ? "max_tokens"
-                          : error.code == "context_length_exceeded" ? (chat_ ? "messages" : "prompt")
-                                                                    : "";
+      std::string param = error.code == "context_length_exceeded" ? (chat_ ? "messages" : "prompt") : "";
       exchange_->send_error(bad_request(error.message, param, error.code));
       return;
     }
