@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records llama.cpp's greedy continuations on graft's test models with graft's
-# test LoRA adapters applied, as token ids, into tests/data/goldens/adapters/
+# test LoRA adapters applied, as token ids, into tests/data/goldens/<cpu kind>/adapters/
 # (committed; tests/adapters/parity_test.cpp rebuilds the same model and
 # adapters with graft's deterministic tools and checks graft's output token
 # for token, for the GGUF and the PEFT form of each adapter).
@@ -28,7 +28,7 @@ if [ -z "$GRAFT" ]; then
   GRAFT=$ROOT/build/bin/graft
 fi
 LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
-OUT=$ROOT/tests/data/goldens/adapters
+OUT=$ROOT/tests/data/goldens/$(scripts/goldens-cpu-kind.sh)/adapters
 WORK=$(mktemp -d)
 SERVER_PID=
 trap 'if [ -n "$SERVER_PID" ]; then kill $SERVER_PID 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT

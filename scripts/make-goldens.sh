@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records llama.cpp's greedy continuations on graft's test models, as token
-# ids, into tests/data/goldens/ (committed; the parity test in tests/engine
+# ids, into tests/data/goldens/<cpu kind>/ (committed, one folder per kind: see
+# scripts/goldens-cpu-kind.sh; the parity test in tests/engine
 # regenerates the same models with graft's deterministic tool and checks
 # graft's output token for token; CI never builds llama.cpp).
 #
@@ -16,7 +17,7 @@ if [ -z "$GRAFT" ]; then
   GRAFT=$ROOT/build/bin/graft
 fi
 LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
-OUT=$ROOT/tests/data/goldens
+OUT=$ROOT/tests/data/goldens/$(scripts/goldens-cpu-kind.sh)
 WORK=$(mktemp -d)
 trap 'kill $SERVER_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 SERVER_PID=

@@ -8,6 +8,7 @@
 #include "server/openai_fields.h"
 #include "server/server.h"
 #include "util/log.h"
+#include "server/static_web.h"
 
 namespace graft::server {
 
@@ -123,6 +124,7 @@ void health(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
   EngineStats stats = context.model.engine().stats();
   json body = {{"status", "ok"},
                {"model", context.model.id()},
+               {"version", GRAFT_VERSION},
                {"uptime_s", uptime_seconds(context)},
                {"requests_running", stats.running},
                {"requests_waiting", stats.waiting}};
@@ -133,6 +135,7 @@ void health(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
 void stats(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {
   EngineStats s = context.model.engine().stats();
   json body = {{"model", context.model.id()},
+               {"version", GRAFT_VERSION},
                {"uptime_s", uptime_seconds(context)},
                {"requests",
                 {{"submitted", s.requests_submitted},
@@ -188,6 +191,7 @@ Server::Server(ServedModel& model, ServerOptions options)
     : options_(std::move(options)), context_(model), router_(std::make_shared<Router>()) {
   router_->set_api_key(options_.api_key);
   add_openai_routes(*router_, context_);
+  add_web_routes(*router_);
 }
 
 Server::~Server() {

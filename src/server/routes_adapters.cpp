@@ -63,14 +63,30 @@ json available_json(const AvailableAdapter& a, const Compatibility& c, bool load
     j["format"] = std::string(format_name(a.description->format));
     j["rank"] = a.description->scaling.rank;
     j["scale"] = a.description->scaling.scale();
+    json targets = json::array();
+    for (LoraTarget t : a.description->targets()) targets.push_back(std::string(peft_target_name(t)));
+    j["targets"] = targets;
+    j["size_bytes"] = a.description->size_bytes;
   } else {
-    j["format"] = j["rank"] = j["scale"] = nullptr;
+    j["format"] = j["rank"] = j["scale"] = j["targets"] = j["size_bytes"] = nullptr;
   }
   j["compatible"] = c.compatible;
   if (!c.compatible) j["reason"] = c.reason;
   j["loaded"] = loaded;
   j["created"] = a.metadata && !a.metadata->created.empty() ? json(a.metadata->created) : json(nullptr);
   j["task"] = a.metadata && !a.metadata->task.empty() ? json(a.metadata->task) : json(nullptr);
+  j["dataset"] = a.metadata && !a.metadata->dataset.empty() ? json(a.metadata->dataset) : json(nullptr);
+  // The final losses graft train records in graft_adapter.json ("training").
+  j["train_loss"] = j["valid_loss"] = nullptr;
+  if (a.metadata && a.metadata->extra.contains("training") && a.metadata->extra["training"].is_object()) {
+    const json& training = a.metadata->extra["training"];
+    if (training.contains("train_loss") && training["train_loss"].is_number()) {
+      j["train_loss"] = training["train_loss"];
+    }
+    if (training.contains("val_loss") && training["val_loss"].is_number()) {
+      j["valid_loss"] = training["val_loss"];
+    }
+  }
   return j;
 }
 

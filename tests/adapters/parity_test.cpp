@@ -1,8 +1,8 @@
 // Parity with llama.cpp: with graft's test adapters applied, graft's greedy
 // continuations on the golden test models must be token-identical to
 // llama.cpp's (recorded by scripts/make-adapter-goldens.sh into
-// tests/data/goldens/adapters/), for the GGUF form of each adapter and for
-// its PEFT form.
+// tests/data/goldens/<cpu kind>/adapters/, see testing::goldens_dir()), for the GGUF form of each adapter and
+// for its PEFT form.
 #include <filesystem>
 #include <fstream>
 
@@ -21,8 +21,8 @@ using testing::error_of;
 
 std::vector<std::string> golden_files() {
   std::vector<std::string> files;
-  for (const auto& entry :
-       fs::directory_iterator(std::string(GRAFT_SOURCE_DIR) + "/tests/data/goldens/adapters")) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(testing::goldens_dir() + "/adapters", ec)) {
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
@@ -107,6 +107,12 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     ++n_cases;
   }
   EXPECT_GE(n_cases, 8);
+}
+
+TEST(AdapterGoldens, RecordedForThisCpuKind) {
+  EXPECT_GE(golden_files().size(), 2u)
+      << "no adapter parity goldens for " << testing::goldens_cpu_kind() << " CPUs in "
+      << testing::goldens_dir() << "/adapters: record them with scripts/make-adapter-goldens.sh";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),
