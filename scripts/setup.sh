@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(
   build-essential cmake git ccache pkg-config
   libboost-dev libboost-system-dev nlohmann-json3-dev libcli11-dev
-  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev
+  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev nodejs npm
   clang-format
   chromium  # the browser tests of the web page drive it headless

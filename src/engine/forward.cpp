@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
 #include "util/log.h"
@@ -50,59 +51,64 @@ Status Forward::check(const Batch& batch) const {
   return {};
 }
 
-void Forward::build(const Shape& shape) {
-  if (ctx_) ggml_free(ctx_);
-  const ModelConfig& c = model_.config();
+ggml_tensor* Forward::build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
+                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context*& ctx,
+                                  GraphContext& g, LoraInputs& lora) {
+  if (ctx) ggml_free(ctx);
+  const ModelConfig& c = model.config();
   const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size()) + 256;
-  graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
+  memory.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
-  params.mem_size = graph_memory_.size();
-  params.mem_buffer = graph_memory_.data();
+  params.mem_size = memory.size();
+  params.mem_buffer = memory.data();
   params.no_alloc = true;
-  ctx_ = ggml_init(params);
+  ctx = ggml_init(params);
 
-  GraphContext& g = graph_;
   g = GraphContext{};
-  g.ctx = ctx_;
-  g.graph = ggml_new_graph_custom(ctx_, max_nodes, false);
+  g.ctx = ctx;
+  g.graph = ggml_new_graph_custom(ctx, max_nodes, false);
   g.n_rows = shape.n_rows;
   auto input = [&](ggml_tensor* t, const char* name) {
     ggml_set_name(t, name);
     ggml_set_input(t);
     return t;
   };
-  g.tokens = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "tokens");
-  g.positions = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "positions");
+  g.tokens = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
+  g.positions = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "positions");
   if (shape.n_outputs < shape.n_rows) {
-    g.out_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_outputs), "out_rows");
+    g.out_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
   }
-  g.attention.layers = cache_.layer_tensors();
-  g.attention.store_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I64, shape.n_rows), "store_rows");
+  g.attention.layers = cache;
+  g.attention.store_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
-    group.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    group.mask = input(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
     g.attention.groups.push_back(group);
   }
-  lora_inputs_ = LoraInputs{};
+  lora = LoraInputs{};
   if (shape.lora_used > 0) {
-    lora_inputs_.n_used = shape.lora_used;
-    lora_inputs_.slots =
-        input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
-    lora_inputs_.scales =
-        input(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    lora.n_used = shape.lora_used;
+    lora.slots = input(ggml_new_tensor_2d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
+    lora.scales =
+        input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
     if (g.out_rows) {
-      lora_inputs_.out_slots =
-          input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_outputs), "lora_out_slots");
-      lora_inputs_.out_scales = input(
-          ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs), "lora_out_scales");
+      lora.out_slots =
+          input(ggml_new_tensor_2d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs), "lora_out_slots");
+      lora.out_scales = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
+                              "lora_out_scales");
     }
-    g.lora = &lora_inputs_;
+    g.lora = &lora;
   }
-  logits_ = model_.build_graph(g);
-  ggml_set_name(logits_, "logits");
-  ggml_set_output(logits_);
-  ggml_build_forward_expand(g.graph, logits_);
-  if (!ggml_gallocr_alloc_graph(allocator_, g.graph)) {
+  ggml_tensor* logits = model.build_graph(g);
+  ggml_set_name(logits, "logits");
+  ggml_set_output(logits);
+  ggml_build_forward_expand(g.graph, logits);
+  return logits;
+}
+
+void Forward::build(const Shape& shape) {
+  logits_ = build_graph(model_, cache_.layer_tensors(), shape, graph_memory_, ctx_, graph_, lora_inputs_);
+  if (!ggml_gallocr_alloc_graph(allocator_, graph_.graph)) {
     GRAFT_LOG_ERROR("cannot allocate the compute graph");
   }
   shape_ = shape;
@@ -110,7 +116,45 @@ void Forward::build(const Shape& shape) {
   ++graphs_built_;
   GRAFT_LOG_DEBUG(
       "graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} q4_rows inputs",
-      shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
+      shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, graph_.quantized.size());
+}
+
+Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_cells, int n_rows,
+                                  int n_outputs, int n_threads, std::vector<KvCache::Window> windows) {
+  const ModelConfig& c = model.config();
+  // The cache's tensors without memory: a zero-size buffer marks them as
+  // placed, so ggml's allocator leaves them out as it does the real ones.
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * (2 * size_t(c.n_layer) + 1);
+  params.no_alloc = true;
+  ggml_context_ptr cache_ctx(ggml_init(params));
+  ggml_backend_buffer_ptr none(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0));
+  std::vector<AttentionInputs::Layer> cache;
+  for (int il = 0; il < c.n_layer; ++il) {
+    AttentionInputs::Layer layer;
+    layer.k = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
+    layer.v = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
+    layer.k->buffer = layer.v->buffer = none.get();
+    cache.push_back(layer);
+  }
+  Shape shape;
+  shape.n_rows = std::max(1, n_rows);
+  shape.n_outputs = std::clamp(n_outputs, 1, shape.n_rows);
+  shape.windows =
+      windows.empty() ? std::vector<KvCache::Window>{{0, shape.n_rows, 0, n_cells}} : std::move(windows);
+  std::vector<uint8_t> memory;
+  ggml_context* ctx = nullptr;
+  GraphContext g;
+  LoraInputs lora;
+  build_graph(model, cache, shape, memory, ctx, g, lora);
+  Measure m;
+  ggml_gallocr_t allocator = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+  ggml_gallocr_reserve_n_size(allocator, g.graph, nullptr, nullptr, &m.compute_bytes);
+  ggml_gallocr_free(allocator);
+  m.work_bytes = ggml_graph_plan(g.graph, std::max(1, n_threads), nullptr).work_size;
+  m.n_nodes = ggml_graph_n_nodes(g.graph);
+  ggml_free(ctx);
+  return m;
 }
 
 void Forward::reserve(int n_rows, int n_outputs) {

@@ -55,8 +55,10 @@ Result<ggml_type> KvCache::type_from_name(std::string_view name) {
   return errorf("invalid_argument", "KV cache type '{}' is not supported (use f16 or q8_0)", name);
 }
 
-size_t KvCache::token_bytes(const ModelConfig& config, ggml_type type) {
-  return 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
+  Footprint f;
+  f.bytes_per_cell = 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+  return f;
 }
 
 KvCache::~KvCache() {

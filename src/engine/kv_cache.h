@@ -35,9 +35,18 @@ class KvCache {
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
   // "f16" or "q8_0" as a cache type; the error names the choices.
   static Result<ggml_type> type_from_name(std::string_view name);
-  // The bytes a cache of this type would hold per token for this model (all
-  // layers, K and V), known before one is made: what sizing a budget needs.
-  static size_t token_bytes(const ModelConfig& config, ggml_type type);
+
+  // What a cache of this type costs for a model, without creating one (fit/
+  // plans memory with it): bytes per cell (every layer's K and V of one
+  // position) and bytes per sequence (state a family keeps per sequence
+  // whatever its length, e.g. recurrent state or a sliding window's ring;
+  // none for full attention). A cache of n cells and s sequences occupies
+  // n * bytes_per_cell + s * bytes_per_sequence.
+  struct Footprint {
+    size_t bytes_per_cell = 0;
+    size_t bytes_per_sequence = 0;
+  };
+  static Footprint footprint(const ModelConfig& config, ggml_type type);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;

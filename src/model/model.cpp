@@ -108,6 +108,15 @@ Model::~Model() {
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
+  return open(path, options, /*layout_only=*/false);
+}
+
+Result<std::unique_ptr<Model>> Model::load_layout(const std::string& path, const ModelLoadOptions& options) {
+  return open(path, options, /*layout_only=*/true);
+}
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& path, const ModelLoadOptions& options,
+                                           bool layout_only) {
   const auto start = std::chrono::steady_clock::now();
   route_ggml_log();
   GRAFT_TRY(GgufFile gguf, GgufFile::open(path));
@@ -119,17 +128,20 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelL
                   supported_architectures());
   }
   GRAFT_TRY(ModelConfig config, read_config(gguf, *arch));
-  GRAFT_TRY(MappedFile file, MappedFile::open(path));
+  MappedFile file;
+  if (!layout_only) {
+    GRAFT_TRY(file, MappedFile::open(path));
+  }
   std::unique_ptr<Model> model(new Model(std::move(gguf), std::move(file), options));
   model->config_ = std::move(config);
   model->arch_ = arch;
-  GRAFT_TRY_STATUS(model->load_weights(options));
+  GRAFT_TRY_STATUS(model->load_weights(options, layout_only));
   model->lora_.init(model->config_, options.lora_type);
   model->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
 
-Status Model::load_weights(const ModelLoadOptions& options) {
+Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
   WeightsLoader loader(gguf_, file_, config_, options.repack);
   ModelConfig& c = config_;
   const int64_t n_embd = c.n_embd, n_q = c.n_embd_q(), n_kv = c.n_embd_kv(), n_ff = c.n_ff;
@@ -170,7 +182,7 @@ Status Model::load_weights(const ModelLoadOptions& options) {
     GRAFT_TRY(l.ffn_up, loader.matrix(p + "ffn_up.weight", {n_embd, n_ff}));
     GRAFT_TRY(l.ffn_down, loader.matrix(p + "ffn_down.weight", {n_ff, n_embd}));
   }
-  GRAFT_TRY(LoadedWeights loaded, loader.finish());
+  GRAFT_TRY(LoadedWeights loaded, layout_only ? loader.finish_layout() : loader.finish());
   tensor_ctx_ = loaded.ctx;
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;

@@ -94,6 +94,12 @@ class Model {
   // Loads a GGUF model. Errors name the file and the missing key or tensor,
   // the wrong shape, or the unsupported architecture or tensor type.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& options = {});
+  // The same model's config and weight tensors (shapes, types, mapped or
+  // repacked) without reading or mapping any weight data: for building
+  // graphs to measure (fit/), never to compute. weight_bytes() and
+  // repacked_bytes() are what load() would report.
+  static Result<std::unique_ptr<Model>> load_layout(const std::string& path,
+                                                    const ModelLoadOptions& options = {});
 
   ~Model();
   Model(const Model&) = delete;
@@ -120,7 +126,9 @@ class Model {
 
  private:
   Model(GgufFile gguf, MappedFile file, const ModelLoadOptions& options);
-  Status load_weights(const ModelLoadOptions& options);
+  static Result<std::unique_ptr<Model>> open(const std::string& path, const ModelLoadOptions& options,
+                                             bool layout_only);
+  Status load_weights(const ModelLoadOptions& options, bool layout_only);
 
   GgufFile gguf_;
   MappedFile file_;

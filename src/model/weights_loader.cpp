@@ -187,4 +187,32 @@ Result<LoadedWeights> WeightsLoader::finish() {
   return out;
 }
 
+Result<LoadedWeights> WeightsLoader::finish_layout() {
+  LoadedWeights out;
+  // A zero-size buffer marks the in-place tensors as placed. Repacked ones
+  // need a real (tiny) buffer of the repack type: its init_tensor tags them
+  // with their repacked layout, which the graph builders look at.
+  ggml_backend_buffer_t mapped = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0);
+  out.buffers.push_back(mapped);
+  ggml_backend_buffer_t packed = nullptr;
+  for (const Entry& e : entries_) {
+    out.weight_bytes += e.size;
+    if (!e.repack) {
+      e.tensor->buffer = mapped;
+      continue;
+    }
+    if (!packed) {
+      packed = ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_));
+      if (!packed) return errorf("out_of_memory", "{}: cannot create a repack buffer", gguf_.path());
+      out.buffers.push_back(packed);
+    }
+    e.tensor->buffer = packed;
+    ggml_backend_buffer_init_tensor(packed, e.tensor);
+    out.repacked_bytes += e.size;
+  }
+  out.ctx = ctx_;
+  ctx_ = nullptr;
+  return out;
+}
+
 }  // namespace graft

@@ -49,6 +49,10 @@ class WeightsLoader {
 
   // Allocates and fills everything; the loader gives up ownership.
   Result<LoadedWeights> finish();
+  // Gives every tensor a buffer of the kind finish() would (mapped or
+  // repacked) but no memory and no data: a model to build graphs with and
+  // measure, not to compute. The file need not be mapped.
+  Result<LoadedWeights> finish_layout();
 
  private:
   struct Entry {

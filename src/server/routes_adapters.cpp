@@ -1,6 +1,8 @@
 #include "server/routes_adapters.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -92,11 +94,25 @@ json available_json(const AvailableAdapter& a, const Compatibility& c, bool load
 
 }  // namespace
 
+struct AdapterService::Counters {
+  std::mutex mutex;
+  struct PerAdapter {
+    uint64_t loads = 0, unloads = 0, requests = 0;
+  };
+  std::map<std::string, PerAdapter> by_id;
+  template <typename F>
+  void add(const std::string& id, F field) {
+    std::lock_guard lock(mutex);
+    field(by_id[id])++;
+  }
+};
+
 AdapterService::AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base)
     : model_(model),
       options_(std::move(options)),
       store_(AdapterStore::with_user_store({options_.adapter_dirs.begin(), options_.adapter_dirs.end()})),
       mounted_(std::make_unique<MountedAdapters>(std::move(base))),
+      counters_(std::make_unique<Counters>()),
       worker_(std::make_unique<Worker>()) {}
 
 AdapterService::~AdapterService() {
@@ -112,6 +128,9 @@ Result<std::unique_ptr<AdapterService>> AdapterService::create(ServedModel& mode
     auto forced = force_adapter(service->options_.force, service->store_, *service->mounted_,
                                 [&](const LoraWeights& w) { return service->mount(w); });
     if (!forced) return errorf(forced.error().code, "--force-adapter: {}", forced.error().message);
+    for (const AdapterChoice& c : forced->stack)
+      service->counters_->add(
+          c.id, [](auto& a) -> auto& { return a.loads; });
     GRAFT_LOG_INFO("every request uses adapter {} unless it asks otherwise", forced->to_string());
   }
   return service;
@@ -184,6 +203,7 @@ void AdapterService::install(Server& server) {
       {"adapter"});
   server.add_health_hook([self](json& body) { self->report_health(body); });
   server.add_stats_hook([self](json& body) { self->report_stats(body); });
+  server.add_metrics_hook([self](PromText& m) { self->report_metrics(m); });
 }
 
 void AdapterService::list_loaded(const std::shared_ptr<Exchange>& exchange) const {
@@ -253,12 +273,16 @@ void AdapterService::load_on_worker(const std::string& id, const std::string& pa
   }
   auto loaded = mounted_->load(*adapter, [this](const LoraWeights& w) { return mount(w); });
   if (!loaded) return exchange.send_error(api_error(loaded.error(), param));
+  counters_->add(
+      loaded->id, [](auto& a) -> auto& { return a.loads; });
   exchange.send_json(200, loaded_json(*loaded, mounted_->default_selection()));
 }
 
 void AdapterService::unload(const std::string& id, Exchange& exchange) {
   Status status = mounted_->unload(id, [this](int slot) { return unmount(slot); });
   if (!status) return exchange.send_error(api_error(status.error(), "id"));
+  counters_->add(
+      id, [](auto& a) -> auto& { return a.unloads; });
   exchange.send_json(200, json{{"id", id}, {"object", "adapter"}, {"deleted", true}});
 }
 
@@ -275,6 +299,10 @@ std::optional<ApiError> AdapterService::select(const RequestJson& body, Generati
   auto lease = mounted_->select(spec ? std::optional<std::string_view>(*spec) : std::nullopt);
   if (!lease) return explain_selection_error(spec.value_or(""), lease.error());
   request.adapters = lease->route();
+  for (const AdapterChoice& c : lease->selection().stack) {
+    counters_->add(
+        c.id, [](auto& a) -> auto& { return a.requests; });
+  }
   if (!request.adapters.empty())
     request.keep_alive = std::make_shared<AdapterLease>(std::move(lease).value());
   return std::nullopt;
@@ -290,6 +318,18 @@ void AdapterService::report_stats(json& body) const {
   json loaded = json::array();
   for (const LoadedAdapter& a : mounted_->list()) loaded.push_back(loaded_json(a, selection));
   body["adapters"] = json{{"default", selection.to_string()}, {"loaded", loaded}};
+}
+
+void AdapterService::report_metrics(PromText& m) const {
+  m.gauge("graft_adapters_loaded", "Adapters mounted now.", double(mounted_->list().size()));
+  std::lock_guard lock(counters_->mutex);
+  for (const auto& [id, n] : counters_->by_id) {
+    m.counter("graft_adapter_loads_total", "Adapter loads, by adapter.", double(n.loads), {{"adapter", id}});
+    m.counter("graft_adapter_unloads_total", "Adapter unloads, by adapter.", double(n.unloads),
+              {{"adapter", id}});
+    m.counter("graft_adapter_requests_total", "Requests that selected the adapter, by adapter.",
+              double(n.requests), {{"adapter", id}});
+  }
 }
 
 }  // namespace graft::server

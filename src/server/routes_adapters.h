@@ -37,13 +37,14 @@ class AdapterService {
   AdapterService(const AdapterService&) = delete;
   AdapterService& operator=(const AdapterService&) = delete;
 
-  // Adds the routes, the request hook and the /health and /stats hooks.
+  // Adds the routes, the request hook and the /health, /stats and /metrics hooks.
   void install(Server& server);
 
   const AdapterStore& store() const { return store_; }
   MountedAdapters& mounted() { return *mounted_; }
 
  private:
+  struct Counters;  // loads, unloads and requests per adapter id, for /metrics
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
   // The routes (the slow ones finish on the worker thread).
@@ -56,6 +57,7 @@ class AdapterService {
   std::optional<ApiError> select(const RequestJson& body, GenerationRequest& request) const;
   void report_health(json& body) const;
   void report_stats(json& body) const;
+  void report_metrics(PromText& m) const;
 
   // On the engine thread, between steps; the worker thread waits.
   Result<int> mount(const LoraWeights& weights);
@@ -68,6 +70,7 @@ class AdapterService {
   AdapterServiceOptions options_;
   AdapterStore store_;
   std::unique_ptr<MountedAdapters> mounted_;
+  std::unique_ptr<Counters> counters_;
   std::unique_ptr<Worker> worker_;  // loads and unloads run here, off the HTTP threads
 };
 

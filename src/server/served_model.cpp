@@ -144,7 +144,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
                    config.n_ctx_train);
     n_ctx = config.n_ctx_train;
   }
-  const auto bytes_per_token = static_cast<int64_t>(KvCache::token_bytes(config, *kv_type));
+  const auto bytes_per_token = static_cast<int64_t>(KvCache::footprint(config, *kv_type).bytes_per_cell);
   int64_t budget = options.kv_budget_tokens;
   if (budget == 0 && kv_budget_bytes > 0) budget = kv_budget_bytes / bytes_per_token;
   if (budget == 0) {
