@@ -172,6 +172,9 @@ Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseMo
                   adapter.id, compat.reason);
   }
   GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter, WeightsAs::in_place));
+  if (adapter.description->format == AdapterFormat::peft) {
+    reorder_value_heads(weights, base, HeadOrder::peft_to_gguf);
+  }
   // The files may have changed since they were described: check what was read.
   AdapterDescription read = *adapter.description;
   read.modules = modules_of(weights);

@@ -5,6 +5,7 @@
 // adapter routes: it is the same path (DESIGN.md invariant 6).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -72,15 +73,18 @@ class Forward {
     std::vector<KvCache::Window> windows;
     int lora_used = 0;
     uint64_t lora_version = 0;
+    std::vector<std::array<int, 3>> state_groups;  // hybrid models: row_begin, n_seqs, n_tokens
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;
   void build(const Shape& shape);
   // Creates the graph of a batch of this shape in `memory` (resized as
-  // needed) over the cache tensors; returns the logits tensor.
+  // needed) over the cache tensors and, for hybrid models, the recurrent
+  // state tensors (null otherwise); returns the logits tensor.
   static ggml_tensor* build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
                                   const Shape& shape, std::vector<uint8_t>& memory, ggml_context*& ctx,
-                                  GraphContext& g, LoraInputs& lora);
+                                  GraphContext& g, LoraInputs& lora,
+                                  const std::vector<RecurrentInputs::Layer>* recurrent);
   void set_inputs(const Batch& batch, const KvCache::Placement& placement);
 
   Model& model_;

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -54,7 +55,8 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   RopeConfig& r = c.rope;
   r.mode = arch.rope_mode;
   r.n_rot = int(f.find_int(a + "rope.dimension_count").value_or(c.head_dim));
-  if (r.n_rot != c.head_dim) {
+  // (A family with its own config reader checks partial rope itself.)
+  if (r.n_rot != c.head_dim && !arch.read_config) {
     return errorf("invalid_model", "{}: partial rope ({} of {} dims) is not supported", f.path(), r.n_rot,
                   c.head_dim);
   }
@@ -72,6 +74,7 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   r.n_ctx_orig = int(f.find_int(a + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
   c.qkv_bias = arch.qkv_bias;
   c.qk_norm = arch.qk_norm;
+  if (arch.read_config) GRAFT_TRY_STATUS(arch.read_config(f, c));
   return c;
 }
 
@@ -162,6 +165,10 @@ Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
   weights_.layers.resize(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
     LayerWeights& l = weights_.layers[size_t(il)];
+    if (arch_->load_layer) {
+      GRAFT_TRY_STATUS(arch_->load_layer(loader, c, il, l));
+      continue;
+    }
     const std::string p = "blk." + std::to_string(il) + ".";
     GRAFT_TRY(l.attn_norm, loader.vector(p + "attn_norm.weight", n_embd));
     GRAFT_TRY(l.wq, loader.matrix(p + "attn_q.weight", {n_embd, n_q}));
@@ -188,6 +195,14 @@ Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;
   return {};
+}
+
+bool ModelConfig::has_recurrent_layers() const {
+  return n_recurrent_layers() > 0;
+}
+
+int ModelConfig::n_recurrent_layers() const {
+  return int(std::count(recurrent.begin(), recurrent.end(), true));
 }
 
 ggml_tensor* Model::build_graph(GraphContext& g) const {

@@ -131,6 +131,17 @@ Result<ggml_tensor*> WeightsLoader::vector(const std::string& name, int64_t n) {
   return t;
 }
 
+Result<ggml_tensor*> WeightsLoader::f32_matrix(const std::string& name, std::array<int64_t, 2> ne) {
+  GRAFT_TRY(const GgufTensorInfo* info, find(name, 2, ne.data()));
+  if (info->type != GGML_TYPE_F32) {
+    return errorf("unsupported_model", "{}: tensor '{}' has type {}, expected f32", gguf_.path(), name,
+                  ggml_type_name(info->type));
+  }
+  ggml_tensor* t = create(*info, name);
+  entries_.push_back({t, info->offset, info->size, false});
+  return t;
+}
+
 Result<LoadedWeights> WeightsLoader::finish() {
   LoadedWeights out;
   uint8_t* base = const_cast<uint8_t*>(file_.data());

@@ -40,6 +40,9 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
   spec.n_ff = m.at("ffn");
   spec.n_ctx = m.at("ctx");
   spec.seed = m.at("seed");
+  spec.tied_output = m.value("tied", false);
+  // Prompts longer than this are read in chunks of it, as the server reads them.
+  const int chunk = golden.value("prefill_chunk", 0);
   auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1);
   ASSERT_TRUE(e.forward);
   int n_cases = 0;
@@ -47,7 +50,7 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
     const std::vector<TokenId> prompt = c.at("prompt");
     const std::vector<TokenId> want = c.at("output");
     e.cache->clear();
-    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()));
+    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()), 0, nullptr, {}, chunk);
     size_t first_diff = 0;
     while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff])
       ++first_diff;

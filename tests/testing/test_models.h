@@ -16,6 +16,10 @@ std::string bundle_template(const std::string& name);  // models/templates/<name
 TestModelSpec tiny_spec(const std::string& arch = "llama", const std::string& vocab = "llama-bpe",
                         const std::string& type = "f32");
 
+// A small hybrid (qwen35) spec: 4 layers of which the last is full attention,
+// 128 wide, tied output, with the given vocab.
+TestModelSpec tiny_qwen35_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
+
 // Writes the model once per ctest run into a folder shared by all tests
 // (atomically, so parallel tests are safe) and returns its path. The file
 // name encodes the spec.
