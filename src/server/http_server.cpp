@@ -240,12 +240,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void reject_body_size() {
     drain_before_close_ = true;
     begin_exchange();
-    ApiError error;
-    error.status = 413;
-    error.message =
-        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit);
-    error.code = "request_too_large";
-    send(serial_, HttpResponse{413, "application/json", error.to_json().dump(), {}});
+    const ApiError error = api_error(
+        ApiCode::kRequestTooLarge,
+        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit));
+    send(serial_, HttpResponse{error.status(), "application/json", error.to_json().dump(), {}});
   }
 
   void begin_exchange() {

@@ -157,7 +157,7 @@ std::optional<ApiError> check_unsupported_fields(const RequestJson& body) {
     std::string message = fmt::format("'{}' is not supported by graft", name);
     if (!field.tunes.empty()) message += fmt::format(" (nor is '{}', which it tunes)", field.tunes);
     if (!field.instead.empty()) message += fmt::format(": {}", field.instead);
-    return bad_request(message, name, "unsupported_parameter");
+    return bad_request(message, name, ApiCode::kUnsupportedParameter);
   }
   return std::nullopt;
 }

@@ -18,12 +18,12 @@ struct FieldError {
 };
 
 [[noreturn]] void fail(const std::string& field, const std::string& message) {
-  throw FieldError{bad_request(message, field, "invalid_value")};
+  throw FieldError{bad_request(message, field, ApiCode::kInvalidValue)};
 }
 
 // A valid value that asks for something graft does not do.
 [[noreturn]] void unsupported(const std::string& field, const std::string& message) {
-  throw FieldError{bad_request(message, field, "unsupported_value")};
+  throw FieldError{bad_request(message, field, ApiCode::kUnsupportedValue)};
 }
 
 const RequestJson* find(const RequestJson& body, const std::string& name) {
@@ -333,9 +333,11 @@ std::optional<ApiError> parse_body(const std::string& text, RequestJson& body) {
   try {
     body = RequestJson::parse(text);
   } catch (const RequestJson::parse_error& e) {
-    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "",
+                       ApiCode::kInvalidJson);
   }
-  if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body.is_object())
+    return bad_request("the request body must be a JSON object", "", ApiCode::kInvalidJson);
   return std::nullopt;
 }
 

@@ -7,8 +7,8 @@
 #include "server/completion_job.h"
 #include "server/openai_fields.h"
 #include "server/server.h"
-#include "util/log.h"
 #include "server/static_web.h"
+#include "util/log.h"
 
 namespace graft::server {
 
@@ -75,7 +75,7 @@ void chat_completions(ServerContext& context, HttpRequest& http, std::shared_ptr
   if (!prompt) {
     return exchange->send_error(bad_request(
         "cannot format the conversation with the model's chat template: " + prompt.error().message,
-        "messages", prompt.error().code));
+        "messages", ApiCode::kTemplateError));
   }
   const Tokenizer& tok = *model.tokenizer();
   auto tokens = tok.encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
@@ -109,13 +109,10 @@ void models(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
 
 void one_model(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
   if (http.params["id"] != context.model.id()) {
-    ApiError error;
-    error.status = 404;
-    error.message =
-        fmt::format("no model '{}': this server serves '{}'", http.params["id"], context.model.id());
-    error.param = "model";
-    error.code = "model_not_found";
-    return exchange->send_error(error);
+    return exchange->send_error(api_error(
+        ApiCode::kModelNotFound,
+        fmt::format("no model '{}': this server serves '{}'", http.params["id"], context.model.id()),
+        "model"));
   }
   exchange->send(HttpResponse{200, "application/json", dump_json(model_json(context)), {}});
 }

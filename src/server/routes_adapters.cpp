@@ -14,28 +14,6 @@ namespace graft::server {
 
 namespace {
 
-// graft's error codes (util/result.h) as HTTP statuses.
-int http_status(const std::string& code) {
-  if (code == "not_found") return 404;
-  if (code == "forbidden") return 403;
-  if (code == "in_use" || code == "conflict") return 409;
-  if (code == "invalid_argument" || code == "invalid_adapter" || code == "incompatible_adapter") return 400;
-  return 500;
-}
-
-ApiError api_error(const Error& error, std::string param = {}) {
-  ApiError e;
-  e.status = http_status(error.code);
-  e.message = error.message;
-  e.param = std::move(param);
-  e.code = error.code;
-  if (e.status == 404) e.type = "not_found_error";
-  if (e.status == 403) e.type = "permission_error";
-  if (e.status == 409) e.type = "conflict_error";
-  if (e.status >= 500) e.type = "server_error";
-  return e;
-}
-
 json loaded_json(const LoadedAdapter& a, const AdapterSelection& default_selection) {
   bool is_default = false;
   for (const AdapterChoice& c : default_selection.stack) is_default = is_default || c.id == a.id;
@@ -159,30 +137,30 @@ Status AdapterService::unmount(int slot) {
 
 ApiError AdapterService::explain_selection_error(const std::string& spec, const Error& error) const {
   auto selection = parse_adapter_spec(spec);
-  if (!selection) return bad_request(selection.error().message, "adapter", "invalid_adapter_spec");
+  if (!selection) return bad_request(selection.error().message, "adapter", ApiCode::kInvalidAdapterSpec);
   for (const AdapterChoice& c : selection->stack) {
     if (mounted_->find(c.id)) continue;
     auto found = store_.find(c.id);
     if (!found) {
       return bad_request(
           fmt::format("unknown adapter '{}': it is neither loaded nor in the adapter store", c.id), "adapter",
-          "adapter_not_found");
+          ApiCode::kAdapterNotFound);
     }
     if (!found->readable()) {
       return bad_request(fmt::format("adapter '{}' cannot be read: {}", c.id, found->problem), "adapter",
-                         "adapter_corrupt");
+                         ApiCode::kAdapterCorrupt);
     }
     const Compatibility compat = check_compatibility(*found, mounted_->base());
     if (!compat.compatible) {
       return bad_request(fmt::format("adapter '{}' does not fit the served model: {}", c.id, compat.reason),
-                         "adapter", "adapter_incompatible");
+                         "adapter", ApiCode::kAdapterIncompatible);
     }
     return bad_request(
         fmt::format("adapter '{}' is not loaded; load it first with POST /v1/adapters {{\"id\": \"{}\"}}",
                     c.id, c.id),
-        "adapter", "adapter_not_loaded");
+        "adapter", ApiCode::kAdapterNotLoaded);
   }
-  return bad_request(error.message, "adapter", "adapter_not_loaded");
+  return bad_request(error.message, "adapter", ApiCode::kAdapterNotLoaded);
 }
 
 void AdapterService::install(Server& server) {
@@ -292,7 +270,7 @@ std::optional<ApiError> AdapterService::select(const RequestJson& body, Generati
   if (field != body.end() && !field->is_null()) {
     if (!field->is_string()) {
       return bad_request("'adapter' must be a string: an adapter id, \"a+b\", \"a@0.5+b\" or \"none\"",
-                         "adapter", "invalid_type");
+                         "adapter", ApiCode::kInvalidType);
     }
     spec = field->get<std::string>();
   }

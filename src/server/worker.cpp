@@ -43,11 +43,9 @@ void Worker::loop() {
     }
     if (!failure.empty()) {
       GRAFT_LOG_ERROR("background job failed: {}", failure);
-      ApiError error;
-      error.status = 500;
-      error.type = "server_error";
-      error.message = "internal error: " + failure;
-      job.exchange->send_error(error);  // ignored if the job had answered already
+      // ignored if the job had answered already
+      job.exchange->send_error(api_error(
+          ApiCode::kInternal, "internal error: " + failure));  // ignored if the job had answered already
     }
     lock.lock();
   }

@@ -51,6 +51,10 @@ TEST(AdapterRoutes, ACorruptAdapterHasItsOwnCode) {
   unknown["adapter"] = "nosuch";
   HttpReply missing = http_request(server.port(), "POST", "/v1/completions", unknown.dump());
   EXPECT_EQ(json::parse(missing.body)["error"]["code"], "adapter_not_found") << missing.body;
+  // Loading it says the same as selecting it: one code for a corrupt adapter.
+  HttpReply loaded = http_request(server.port(), "POST", "/v1/adapters", json{{"id", "broken"}}.dump());
+  ASSERT_EQ(loaded.status, 400) << loaded.body;
+  EXPECT_EQ(json::parse(loaded.body)["error"]["code"], "adapter_corrupt") << loaded.body;
 
   server.stop();
   service->reset();
