@@ -57,7 +57,8 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
                                   const std::vector<RecurrentInputs::Layer>* recurrent) {
   if (ctx) ggml_free(ctx);
   const ModelConfig& c = model.config();
-  const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
+  const size_t max_nodes =
+      size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
   memory.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
   params.mem_size = memory.size();
