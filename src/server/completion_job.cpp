@@ -86,6 +86,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
  private:
   void on_event(GenerationEvent&& event) {
+    // The request is over once its last event comes: its adapters are free
+    // before the client reads the answer (an unload right after it succeeds).
+    if (event.done) request_.generation.keep_alive.reset();
     if (request_.logprobs) {
       for (const auto& t : event.tokens) pending_logprobs_.push_back(t);
     }
