@@ -183,7 +183,7 @@ for path in "$MODELS"/ggml-vocab-*.gguf; do
   fi
   results=()
   for parse in no yes; do
-    if [ $parse = yes ]; then lflag=; gflag=--parse-special; else lflag=--no-parse-special; gflag=; fi
+    if [ $parse = yes ]; then lflag=; gflag=--parse-special; else lflag=--no-parse-special; gflag=--no-parse-special; fi
     "$LLAMA_BIN/llama-tokenize" -m "$path" -f "$FUZZ" --ids --log-disable --no-escape $lflag 2>/dev/null |
       tr -d '[],' | tr -s ' \n' '\n' | grep -v '^$' >"$WORK/llama.fuzz" || true
     "$GRAFT" tokenize "$path" -f "$FUZZ" $gflag 2>/dev/null | tr -s ' \n' '\n' | grep -v '^$' >"$WORK/graft.fuzz"

@@ -1,6 +1,7 @@
 # ggml: from an installed package, or built from the llama.cpp release tree
-# that scripts/fetch-ggml.sh puts in .deps/llama.cpp. Backend options
-# (GGML_CUDA, GGML_METAL, GGML_VULKAN, ...) pass straight through to ggml.
+# that scripts/fetch-ggml.sh puts in .deps/llama.cpp. graft computes on
+# ggml's CPU backend only: GPU options (GGML_CUDA, ...) would build backends
+# graft does not use.
 if(GRAFT_SYSTEM_GGML)
   find_package(ggml REQUIRED)
   set(GRAFT_GGML_TARGET ggml::ggml)

@@ -80,7 +80,7 @@ void hash_value(Sha256& hash, gguf_context* ctx, int64_t id) {
 }
 
 std::string strip_prefix(std::string text, std::string_view prefix) {
-  if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
+  if (text.starts_with(prefix)) text.erase(0, prefix.size());
   return text;
 }
 
@@ -94,7 +94,7 @@ std::string model_fingerprint(const GgufFile& file) {
   hash.update("arch=" + arch + "\n");
   std::vector<std::string> keys;
   for (const std::string& key : file.keys()) {
-    if (key.rfind(arch + ".", 0) == 0 || key == "tokenizer.ggml.model" || key == "tokenizer.ggml.tokens") {
+    if (key.starts_with(arch + ".") || key == "tokenizer.ggml.model" || key == "tokenizer.ggml.tokens") {
       keys.push_back(key);
     }
   }

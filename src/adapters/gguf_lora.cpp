@@ -21,10 +21,6 @@ namespace graft {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 struct GgufLoraScan {
   AdapterDescription description;
   std::optional<GgufFile> file;
@@ -33,7 +29,7 @@ struct GgufLoraScan {
 
 // "blk.N.<target>.weight" -> (N, target)
 std::optional<std::pair<int, LoraTarget>> parse_base_name(const std::string& base) {
-  if (base.rfind("blk.", 0) != 0 || !ends_with(base, ".weight")) return std::nullopt;
+  if (!base.starts_with("blk.") || !base.ends_with(".weight")) return std::nullopt;
   const std::string middle = base.substr(4, base.size() - 4 - 7);  // "N.<target>"
   const size_t dot = middle.find('.');
   if (dot == std::string::npos || dot == 0) return std::nullopt;
@@ -78,10 +74,10 @@ Result<GgufLoraScan> scan_gguf_lora(const fs::path& path) {
     d.scaling.alpha = float(*alpha);
   }
   for (const GgufTensorInfo& t : file.tensors()) {
-    const bool is_a = ends_with(t.name, ".lora_a");
-    const bool is_b = ends_with(t.name, ".lora_b");
+    const bool is_a = t.name.ends_with(".lora_a");
+    const bool is_b = t.name.ends_with(".lora_b");
     if (!is_a && !is_b) {
-      if (ends_with(t.name, "_norm.weight")) {
+      if (t.name.ends_with("_norm.weight")) {
         GRAFT_LOG_WARN("{}: ignoring tensor '{}' (adapters of norm weights are not applied)", where, t.name);
         continue;
       }

@@ -4,16 +4,11 @@
 #include <cstdlib>
 
 #include "adapters/store.h"
+#include "util/strings.h"
 
 namespace graft {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 std::string format_scale(float scale) {
   return fmt::format("{}", scale);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "chat/jinja_value.h"
+#include "util/utf8.h"
 
 namespace graft::jinja {
 
@@ -44,11 +45,11 @@ void dump_string(std::string& out, std::string_view s, bool ensure_ascii) {
     } else if (c < 0x80 || !ensure_ascii) {
       out += static_cast<char>(c);
     } else {
-      // Decode one code point and write it as \uXXXX (a surrogate pair above the BMP).
-      int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
-      std::uint32_t cp = extra == 3 ? (c & 0x07) : extra == 2 ? (c & 0x0F) : extra == 1 ? (c & 0x1F) : 0xFFFD;
-      for (int k = 0; k < extra && i + 1 < s.size(); ++k)
-        cp = (cp << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F);
+      // Decode one code point and write it as \uXXXX (a surrogate pair above
+      // the BMP); a byte that starts no character is U+FFFD.
+      const std::size_t n = utf8::sequence_length(s, i);
+      std::uint32_t cp = n ? utf8::decode_at(s, i, n) : 0xFFFD;
+      if (n) i += n - 1;
       if (cp >= 0x10000) {
         cp -= 0x10000;
         out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "chat/jinja_value.h"
+#include "util/utf8.h"
 
 namespace graft::jinja {
 
@@ -19,24 +20,6 @@ bool is_name_start(char c) {
 }
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Lexer {
@@ -320,7 +303,7 @@ class Lexer {
                                                 ? h - '0'
                                                 : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
           }
-          append_utf8(out, cp);
+          utf8::append_codepoint(out, cp);
           i += n;
           break;
         }

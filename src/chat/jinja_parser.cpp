@@ -110,7 +110,7 @@ class Parser {
         case TokenType::eof:
           if (!ends.empty()) {
             auto closing = std::find_if(ends.begin(), ends.end(),
-                                        [](const std::string& e) { return e.rfind("end", 0) == 0; });
+                                        [](const std::string& e) { return e.starts_with("end"); });
             fail(fmt::format("unexpected end of template: expected '{{% {} %}}'",
                              closing != ends.end() ? *closing : *ends.begin()),
                  t.line);

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "chat/jinja_value.h"
+#include "util/utf8.h"
 
 namespace graft::jinja {
 
@@ -23,11 +24,7 @@ std::string py_strip(std::string_view s, const std::string* chars, StripSide sid
   auto strippable = [&](std::string_view cp) {
     return chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_python_space(cp);
   };
-  auto length_at = [&](std::size_t i) {  // bytes in the code point starting at i
-    std::size_t j = i + 1;
-    while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
-    return j - i;
-  };
+  auto length_at = [&](std::size_t i) { return utf8::next_char(s, i) - i; };  // bytes in the code point at i
   std::size_t begin = 0, end = s.size();
   if (side != StripSide::right) {
     while (begin < end) {
@@ -38,8 +35,7 @@ std::string py_strip(std::string_view s, const std::string* chars, StripSide sid
   }
   if (side != StripSide::left) {
     while (end > begin) {
-      std::size_t start = end - 1;
-      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      const std::size_t start = std::max(utf8::char_start(s, end - 1), begin);
       if (!strippable(s.substr(start, end - start))) break;
       end = start;
     }

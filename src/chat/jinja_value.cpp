@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "chat/jinja_callable.h"
+#include "util/utf8.h"
 
 namespace graft::jinja {
 
@@ -123,14 +124,14 @@ std::optional<std::string> dict_key(const Value& key) {
 }
 
 Json key_value(const std::string& stored) {
-  if (stored.compare(0, kIntKeyMarker.size(), kIntKeyMarker) == 0) {
+  if (stored.starts_with(kIntKeyMarker)) {
     return std::stoll(stored.substr(kIntKeyMarker.size()));
   }
   return stored;
 }
 
 std::string key_text(const std::string& stored) {
-  if (stored.compare(0, kIntKeyMarker.size(), kIntKeyMarker) == 0) return stored.substr(kIntKeyMarker.size());
+  if (stored.starts_with(kIntKeyMarker)) return stored.substr(kIntKeyMarker.size());
   return stored;
 }
 
@@ -416,18 +417,14 @@ int compare(const Value& a, const Value& b, int line) {
 }
 
 std::size_t code_point_count(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;
-  return n;
+  return utf8::count_chars(s);
 }
 
 std::vector<std::string_view> code_points(std::string_view s) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
   while (i < s.size()) {
-    std::size_t j = i + 1;
-    while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
+    const std::size_t j = utf8::next_char(s, i);
     out.push_back(s.substr(i, j - i));
     i = j;
   }

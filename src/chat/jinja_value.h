@@ -75,7 +75,6 @@ class Value {
   bool is_object() const { return is_json() && json_->is_object(); }
   bool is_namespace() const { return kind_ == Kind::ns; }
   bool is_callable() const { return kind_ == Kind::callable; }
-  bool is_loop() const { return kind_ == Kind::loop; }
 
   const Json& json() const { return *json_; }
   const std::string& str() const { return json_->get_ref<const std::string&>(); }

@@ -1,41 +1,16 @@
 #include "chat/tool_calls.h"
 
-#include <cctype>
 #include <optional>
-#include <random>
+
+#include "chat/tool_call_syntax.h"
+#include "util/strings.h"
+#include "util/utf8.h"
 
 namespace graft {
 
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-constexpr std::string_view kToolCallOpen = "<tool_call>";
-constexpr std::string_view kToolCallClose = "</tool_call>";
-constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
-constexpr std::string_view kMistralArgs = "[ARGS]";
-constexpr std::string_view kMistralCallId = "[CALL_ID]";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-std::size_t skip_space(std::string_view s, std::size_t i = 0) {
-  while (i < s.size() && is_space(s[i])) ++i;
-  return i;
-}
-
-std::string_view trim(std::string_view s) {
-  std::size_t b = skip_space(s);
-  std::size_t e = s.size();
-  while (e > b && is_space(s[e - 1])) --e;
-  return s.substr(b, e - b);
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+using namespace tool_call_syntax;
 
 // The length of the longest end of `text` that could be the start of `marker`.
 std::size_t partial_marker(std::string_view text, std::string_view marker) {
@@ -45,207 +20,7 @@ std::size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-// The longest prefix of s[0, n) that does not end inside a UTF-8 character,
-// so that a piece cut mid-character is never passed on half.
-std::size_t whole_characters(std::string_view s, std::size_t n) {
-  std::size_t start = n;  // the start of the last character before n
-  while (start > 0 && n - start < 4 && (static_cast<unsigned char>(s[start - 1]) & 0xC0) == 0x80) --start;
-  if (start == 0) return n;
-  unsigned char lead = static_cast<unsigned char>(s[start - 1]);
-  std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return (n - (start - 1) < length) ? start - 1 : n;
-}
-
-// Where the JSON object or array opening s[0] ends (one past its closing
-// bracket), or nullopt while it is unfinished.
-std::optional<std::size_t> json_value_end(std::string_view s) {
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '{' || c == '[')
-      ++depth;
-    else if ((c == '}' || c == ']') && --depth == 0)
-      return i + 1;
-  }
-  return std::nullopt;
-}
-
-// JSON from model text; discarded when invalid or nested deeper than
-// anything a tool call needs (deep nesting would only cost stack later).
-ChatJson parse_json(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '{' || c == '[') && ++depth > 128) {
-      return ChatJson(ChatJson::value_t::discarded);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return ChatJson::parse(text, nullptr, false);
-}
-
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > 256) return false;
-  for (char c : name)
-    if (is_space(c) || c == '<' || c == '>' || c == '"') return false;
-  return true;
-}
-
-bool is_alnum_id(const std::string& id, std::size_t length) {
-  if (id.size() != length) return false;
-  for (char c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
-ChatJson make_call(std::string name, std::string arguments, std::string id) {
-  return ChatJson{{"id", std::move(id)},
-                  {"type", "function"},
-                  {"function", {{"name", std::move(name)}, {"arguments", std::move(arguments)}}}};
-}
-
-// {"name": ..., "arguments"|"parameters": {...} or "<JSON text>"} as a call.
-std::optional<ChatJson> call_from_json(const ChatJson& j, ToolCallFormat format) {
-  if (!j.is_object()) return std::nullopt;
-  auto name = j.find("name");
-  if (name == j.end() || !name->is_string() || !valid_name(name->get<std::string>())) return std::nullopt;
-  auto args = j.find("arguments");
-  if (args == j.end()) args = j.find("parameters");
-  std::string arguments = "{}";
-  if (args != j.end()) {
-    if (args->is_object()) {
-      arguments = args->dump();
-    } else if (args->is_string()) {
-      ChatJson parsed = parse_json(args->get<std::string>());
-      if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
-      arguments = args->get<std::string>();
-    } else {
-      return std::nullopt;
-    }
-  }
-  std::string id;
-  auto given = j.find("id");
-  if (format == ToolCallFormat::mistral && given != j.end() && given->is_string() &&
-      is_alnum_id(given->get<std::string>(), 9)) {
-    id = given->get<std::string>();
-  } else {
-    id = make_tool_call_id(format);
-  }
-  return make_call(name->get<std::string>(), std::move(arguments), std::move(id));
-}
-
-// A parameter value of the XML form: JSON when it reads as a JSON number,
-// literal, object or array; a string otherwise.
-ChatJson xml_parameter_value(std::string_view text) {
-  std::string_view t = trim(text);
-  if (!t.empty() && t[0] != '"') {
-    ChatJson parsed = parse_json(t);
-    if (!parsed.is_discarded()) return parsed;
-  }
-  return std::string(text);
-}
-
-// <function=name><parameter=key>value</parameter>...</function>
-std::optional<ChatJson> call_from_xml(std::string_view body) {
-  constexpr std::string_view kFunction = "<function=", kParameter = "<parameter=";
-  constexpr std::string_view kEndParameter = "</parameter>", kEndFunction = "</function>";
-  std::string_view s = trim(body);
-  if (!starts_with(s, kFunction)) return std::nullopt;
-  std::size_t close = s.find('>');
-  if (close == std::string_view::npos) return std::nullopt;
-  std::string name(trim(s.substr(kFunction.size(), close - kFunction.size())));
-  if (!valid_name(name)) return std::nullopt;
-  ChatJson arguments = ChatJson::object();
-  std::size_t i = close + 1;
-  while (true) {
-    i = skip_space(s, i);
-    std::string_view rest = s.substr(i);
-    if (starts_with(rest, kEndFunction)) {
-      if (!trim(rest.substr(kEndFunction.size())).empty()) return std::nullopt;
-      break;
-    }
-    if (!starts_with(rest, kParameter)) return std::nullopt;
-    std::size_t key_end = rest.find('>');
-    std::size_t value_end = rest.find(kEndParameter);
-    if (key_end == std::string_view::npos || value_end == std::string_view::npos || value_end < key_end) {
-      return std::nullopt;
-    }
-    std::string key(trim(rest.substr(kParameter.size(), key_end - kParameter.size())));
-    std::string_view value = rest.substr(key_end + 1, value_end - key_end - 1);
-    if (starts_with(value, "\n")) value.remove_prefix(1);
-    if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
-    if (key.empty()) return std::nullopt;
-    arguments[key] = xml_parameter_value(value);
-    i += value_end + kEndParameter.size();
-  }
-  return make_call(std::move(name), arguments.dump(), make_tool_call_id(ToolCallFormat::qwen_xml));
-}
-
-// The body between <tool_call> and </tool_call>: JSON or the XML form.
-std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFormat format) {
-  std::string_view t = trim(body);
-  if (starts_with(t, "<function=")) return call_from_xml(t);
-  if (t.empty() || t[0] != '{' || json_value_end(t) != t.size()) return std::nullopt;
-  ChatJson j = parse_json(t);
-  if (j.is_discarded()) return std::nullopt;
-  return call_from_json(j, format);
-}
-
 }  // namespace
-
-ToolCallFormat detect_tool_call_format(std::string_view source) {
-  auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
-  if (has(kMistralCalls)) return ToolCallFormat::mistral;
-  if (has(kToolCallOpen)) return has("<function=") ? ToolCallFormat::qwen_xml : ToolCallFormat::hermes;
-  if (has("<|start_header_id|>") && (has(kPythonTag) || has("\"parameters\"")))
-    return ToolCallFormat::llama3_json;
-  return ToolCallFormat::none;
-}
-
-std::string_view tool_call_format_name(ToolCallFormat format) {
-  switch (format) {
-    case ToolCallFormat::none:
-      return "none";
-    case ToolCallFormat::hermes:
-      return "hermes";
-    case ToolCallFormat::llama3_json:
-      return "llama3_json";
-    case ToolCallFormat::mistral:
-      return "mistral";
-    case ToolCallFormat::qwen_xml:
-      return "qwen_xml";
-  }
-  return "none";
-}
-
-std::string make_tool_call_id(ToolCallFormat format) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<std::size_t> pick(0, sizeof(kAlphabet) - 2);
-  bool mistral = format == ToolCallFormat::mistral;
-  std::string id = mistral ? "" : "call_";
-  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[pick(rng)];
-  return id;
-}
 
 // --- the state machine --------------------------------------------------------------
 
@@ -299,12 +74,12 @@ void StreamingOutputParser::run(bool at_end) {
 bool StreamingOutputParser::step_start(bool at_end) {
   std::size_t i = skip_space(pending_);
   std::string_view rest = std::string_view(pending_).substr(i);
-  if (starts_with(rest, kThinkOpen)) {
+  if (rest.starts_with(kThinkOpen)) {
     pending_.erase(0, i + kThinkOpen.size());
     state_ = State::reasoning;
     return true;
   }
-  if (!at_end && starts_with(kThinkOpen, rest)) return false;  // still could be
+  if (!at_end && kThinkOpen.starts_with(rest)) return false;  // still could be
   state_ = State::content;
   return true;
 }
@@ -320,7 +95,7 @@ bool StreamingOutputParser::step_reasoning(bool at_end) {
   }
   std::size_t n = at_end
                       ? pending_.size()
-                      : whole_characters(pending_, pending_.size() - partial_marker(pending_, kThinkClose));
+                      : utf8::whole_prefix(pending_, pending_.size() - partial_marker(pending_, kThinkClose));
   if (n > 0 || at_end) emit_reasoning(std::string_view(pending_).substr(0, n), at_end);
   pending_.erase(0, n);
   return false;
@@ -331,11 +106,11 @@ bool StreamingOutputParser::step_content(bool at_end) {
     // A Llama 3 tool call is the whole reply: a JSON object, maybe after <|python_tag|>.
     std::string_view rest = std::string_view(pending_).substr(skip_space(pending_));
     if (rest.empty() && !at_end) return false;
-    if (!rest.empty() && (rest[0] == '{' || starts_with(rest, kPythonTag))) {
+    if (!rest.empty() && (rest[0] == '{' || rest.starts_with(kPythonTag))) {
       state_ = State::json_call;
       return true;
     }
-    if (!rest.empty() && !at_end && starts_with(kPythonTag, rest)) return false;
+    if (!rest.empty() && !at_end && kPythonTag.starts_with(rest)) return false;
     content_started_ = true;
   }
   std::string_view marker;
@@ -353,7 +128,7 @@ bool StreamingOutputParser::step_content(bool at_end) {
     }
   }
   std::size_t keep = (at_end || marker.empty()) ? 0 : partial_marker(pending_, marker);
-  std::size_t n = at_end ? pending_.size() : whole_characters(pending_, pending_.size() - keep);
+  std::size_t n = at_end ? pending_.size() : utf8::whole_prefix(pending_, pending_.size() - keep);
   if (n == 0) return false;
   emit_content(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);
@@ -436,10 +211,10 @@ bool StreamingOutputParser::step_json_call(bool at_end) {
   std::string_view s = pending_;
   std::size_t separators = skip_space(s);
   if (tool_call_count_ > 0) {  // between calls: whitespace and semicolons
-    while (separators < s.size() && (s[separators] == ';' || is_space(s[separators]))) ++separators;
+    while (separators < s.size() && (s[separators] == ';' || is_ascii_space(s[separators]))) ++separators;
   }
   std::size_t i = separators;
-  if (starts_with(s.substr(i), kPythonTag)) i = skip_space(s, i + kPythonTag.size());
+  if (s.substr(i).starts_with(kPythonTag)) i = skip_space(s, i + kPythonTag.size());
   auto as_content = [&] {  // not (or no more) a call: the rest is content, as written
     content_started_ = true;
     state_ = State::content;
@@ -461,7 +236,7 @@ bool StreamingOutputParser::step_json_call(bool at_end) {
 void StreamingOutputParser::emit_reasoning(std::string_view text, bool final_piece) {
   if (!reasoning_started_) text.remove_prefix(skip_space(text));
   std::size_t body_end = text.size();
-  while (body_end > 0 && is_space(text[body_end - 1])) --body_end;
+  while (body_end > 0 && is_ascii_space(text[body_end - 1])) --body_end;
   if (body_end > 0) {
     reasoning_started_ = true;
     out_.push_back(ChatJson{{"reasoning_content", held_whitespace_ + std::string(text.substr(0, body_end))}});
@@ -479,7 +254,7 @@ void StreamingOutputParser::emit_content(std::string_view text) {
     drop_leading_whitespace_ = false;
   }
   std::size_t body_end = text.size();
-  while (body_end > 0 && is_space(text[body_end - 1])) --body_end;
+  while (body_end > 0 && is_ascii_space(text[body_end - 1])) --body_end;
   if (body_end == 0) {
     held_whitespace_.append(text);
     return;

@@ -3,12 +3,13 @@
 // decode after an N x 128-token prefill), so bench/engine.sh can put them
 // side by side.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
-#include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
 #include "model/model.h"
+#include "util/strings.h"
 
 namespace graft::cli {
 
@@ -114,16 +116,31 @@ Stat repeat(int reps, F f) {
 
 void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptions& o, int n_vocab);
 
+// "1,2,4" → {1, 2, 4}; each a row count the KV cache can hold sequences for.
+Result<std::vector<int>> parse_rows(const std::string& text) {
+  std::vector<int> rows;
+  for (std::string_view item : split(text, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    int n = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (ec != std::errc() || end != item.data() + item.size() || n < 1 || n > KvCache::kMaxSequences) {
+      return errorf("invalid_argument", "--rows: '{}' is not a row count from 1 to {}", item,
+                    KvCache::kMaxSequences);
+    }
+    rows.push_back(n);
+  }
+  return rows;
+}
+
 void run_bench(const BenchOptions& o) {
+  auto parsed_rows = parse_rows(o.rows);
+  if (!parsed_rows) fail(parsed_rows.error());
+  const std::vector<int> rows = std::move(*parsed_rows);
   auto loaded = Model::load(o.model);
   if (!loaded) fail(loaded.error());
   Model& model = **loaded;
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<int> rows;
-  std::stringstream ss(o.rows);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) rows.push_back(std::stoi(item));
-  }
   const int max_rows = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
   KvCacheOptions kv;
   const int seqs = std::max(max_rows, o.lora_rank > 0 ? 8 : 1);
@@ -232,18 +249,26 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Measure prefill, decode and batched decode speed of a model");
   cmd->add_option("model", o->model, "GGUF model file")->required();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  cmd->add_option("-p,--prompt-tokens", o->pp, "Prefill test size (0 skips)")->capture_default_str();
-  cmd->add_option("-n,--gen-tokens", o->tg, "Decode test size (0 skips)")->capture_default_str();
-  cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-p,--prompt-tokens", o->pp, "Prefill test size (0 skips)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--gen-tokens", o->tg, "Decode test size (0 skips)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-r,--reps", o->reps, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("--rows", o->rows, "Batched decode: rows per step, comma-separated ('' skips)")
       ->capture_default_str();
   cmd->add_option("--batched-prompt", o->batched_pp, "Batched decode: prompt tokens per sequence")
-      ->capture_default_str();
-  cmd->add_option("--batched-gen", o->batched_tg, "Batched decode: decode steps")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--batched-gen", o->batched_tg, "Batched decode: decode steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--lora-rank", o->lora_rank,
                   "Also mount 8 random adapters of this rank and decode 8 rows, each with its own")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   cmd->callback([o] { run_bench(*o); });
 }
 

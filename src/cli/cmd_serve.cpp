@@ -1,7 +1,10 @@
 // `graft serve`: the OpenAI-compatible server (the main job).
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/model_arg.h"
@@ -35,9 +38,31 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  std::map<std::string, double> sampling;  // request field name → default, from the sampling flags
   std::string memory;
   bool ctx_given = false;
   bool parallel_given = false;
+};
+
+// The sampling flags: each sets the default of one request field (over the
+// model's own recommendation), with llama-server's flag names.
+struct SamplingFlag {
+  const char* flag;
+  const char* field;
+  const char* help;
+};
+constexpr SamplingFlag kSamplingFlags[] = {
+    {"--temp", "temperature", "Default temperature (0: greedy)"},
+    {"--top-k", "top_k", "Default top_k (<= 0: off)"},
+    {"--top-p", "top_p", "Default top_p (1: off)"},
+    {"--min-p", "min_p", "Default min_p (0: off)"},
+    {"--typical-p,--typical", "typical_p", "Default typical_p (1: off)"},
+    {"--xtc-probability", "xtc_probability", "Default XTC probability (0: off)"},
+    {"--xtc-threshold", "xtc_threshold", "Default XTC threshold"},
+    {"--repeat-penalty", "repeat_penalty", "Default repetition penalty (1: off)"},
+    {"--repeat-last-n", "repeat_last_n", "Default number of tokens the penalties look back over (-1: all)"},
+    {"--presence-penalty", "presence_penalty", "Default presence penalty"},
+    {"--frequency-penalty", "frequency_penalty", "Default frequency penalty"},
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -106,6 +131,7 @@ void serve(ServeArgs args) {
   options.kv_type = args.kv_type;
   options.step_tokens = args.batch;
   options.prefix_cache = !args.no_prefix_cache;
+  options.sampling_flags = args.sampling;
   options.compute_nice =
       args.compute_nice == "idle" ? EngineConfig::kComputeIdle : std::stoi(args.compute_nice);
   int64_t budget_bytes = 0;
@@ -175,6 +201,15 @@ void serve(ServeArgs args) {
       served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
       static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
       options.threads, args.api_key.empty() ? "" : ", API key required");
+  const server::SamplingDefaults& sampling = served->sampling_defaults();
+  if (!sampling.source.empty()) {
+    const auto values = sampling.to_json();
+    std::string line;
+    for (const auto& [field, source] : sampling.source) {
+      line += fmt::format("{}{} {} ({})", line.empty() ? "" : ", ", field, values[field].dump(), source);
+    }
+    std::fprintf(stderr, "graft: sampling defaults: %s\n", line.c_str());
+  }
   const AdapterSelection forced = adapter_service->mounted().default_selection();
   if (!forced.none()) {
     std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
@@ -216,7 +251,7 @@ void add_serve_command(CLI::App& app) {
       cmd->add_option("--parallel", args->parallel,
                       "Requests generated at once; more wait in a queue (default: 4, or as many as "
                       "fit in memory)")
-          ->check(CLI::Range(1, 64));
+          ->check(CLI::Range(1, server::ServeOptions::kMaxParallel));
   cmd->add_option(
       "--kv-budget", args->kv_budget,
       "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
@@ -254,6 +289,13 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
+  for (const SamplingFlag& f : kSamplingFlags) {
+    std::string field = f.field;
+    cmd->add_option_function<double>(
+           f.flag, [args, field](double value) { args->sampling[field] = value; },
+           std::string(f.help) + " for requests that do not set it; overrides the model's recommendation")
+        ->group("Sampling defaults");
+  }
   cmd->callback([args, ctx, parallel] {
     args->ctx_given = ctx->count() > 0;
     args->parallel_given = parallel->count() > 0;

@@ -28,7 +28,7 @@ struct TokenizeOptions {
   bool pieces = false;
   bool count = false;
   bool no_special = false;
-  bool parse_special = false;
+  bool parse_special = true;  // as the server reads prompts
   bool timing = false;
 };
 
@@ -118,8 +118,9 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--pieces", opt->pieces, "One token per line: id, tab, the text it stands for (escaped)");
   cmd->add_flag("--count", opt->count, "Print only the number of tokens");
   cmd->add_flag("--no-special", opt->no_special, "Do not add the BOS/EOS tokens the model adds by default");
-  cmd->add_flag("--parse-special", opt->parse_special,
-                "Read control-token texts such as <|im_start|> in the text as those tokens");
+  cmd->add_flag("--parse-special,!--no-parse-special", opt->parse_special,
+                "Read control-token texts such as <|im_start|> in the text as those tokens (the default, as "
+                "the server does with prompts); --no-parse-special tokenizes them as plain text");
   cmd->add_flag("--timing", opt->timing, "Report load and tokenize times on stderr");
   cmd->callback([opt] { run_tokenize(*opt); });
 }

@@ -25,6 +25,8 @@ EngineConfig resolve(EngineConfig config, const ExecutorLimits& limits) {
   config.n_ctx = config.n_ctx > 0 ? std::min(config.n_ctx, limits.n_ctx) : limits.n_ctx;
   config.kv_budget_tokens =
       config.kv_budget_tokens > 0 ? std::min(config.kv_budget_tokens, limits.kv_cells) : limits.kv_cells;
+  // Every request the context takes must fit the budget alone (the scheduler does the same).
+  config.n_ctx = static_cast<int>(std::min<int64_t>(config.n_ctx, config.kv_budget_tokens));
   config.max_running = std::clamp(config.max_running, 1, std::max(limits.max_sequences, 1));
   if (limits.max_batch_rows > 0) config.step_tokens = std::min(config.step_tokens, limits.max_batch_rows);
   config.step_tokens = std::max(config.step_tokens, config.max_running + 1);
@@ -116,12 +118,14 @@ void Engine::cancel(RequestId id) {
   wake_.notify_one();
 }
 
-void Engine::run_on_engine_thread(std::function<void()> task) {
+bool Engine::post_task(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
   wake_.notify_one();
+  return true;
 }
 
 EngineStats Engine::stats() const {
@@ -172,16 +176,18 @@ void Engine::loop() {
     try {
       step();
     } catch (const std::exception& e) {
-      GRAFT_LOG_ERROR("engine step failed: {}", e.what());
-      std::vector<RequestId> ids;
-      for (auto& [id, a] : active_) ids.push_back(id);
-      fail_requests(ids, std::string("internal error: ") + e.what());
+      recover_from_failed_step(e.what());
+    } catch (...) {
+      recover_from_failed_step("unknown exception");
     }
     lock.lock();
   }
-  // Shutting down: every request still here ends as cancelled.
+  // Shutting down: tasks queued before still answer, and every request
+  // still here ends as cancelled.
   auto incoming = std::move(incoming_);
+  auto tasks = std::move(tasks_);
   lock.unlock();
+  run_tasks(std::move(tasks));
   for (auto& a : incoming) {
     RequestId id = a->id;
     active_[id] = std::move(a);
@@ -199,18 +205,18 @@ void Engine::take_commands(std::unique_lock<std::mutex>& lock) {
   cancels_.clear();
   tasks_.clear();
   lock.unlock();
-  for (auto& task : tasks) {
-    try {
-      task();
-    } catch (const std::exception& e) {
-      GRAFT_LOG_ERROR("engine task failed: {}", e.what());
-    }
-  }
+  run_tasks(std::move(tasks));
   for (auto& a : incoming) start(std::move(a));
   for (RequestId id : cancels) {
     if (active_.count(id)) finish(id, FinishReason::kCancelled, {});
   }
   lock.lock();
+}
+
+void Engine::run_tasks(std::vector<std::function<void()>> tasks) {
+  // The tasks answer their callers themselves, errors included (see
+  // run_on_engine_thread): nothing may escape here.
+  for (auto& task : tasks) task();
 }
 
 void Engine::start(std::unique_ptr<Active> a) {
@@ -228,7 +234,10 @@ void Engine::start(std::unique_ptr<Active> a) {
 }
 
 void Engine::step() {
+  in_step_.clear();
   StepPlan plan = scheduler_.plan_step();
+  in_step_ = plan.scheduled;
+  for (const Admission& adm : plan.admitted) in_step_.push_back(adm.id);
   const auto now = Clock::now();
   for (const Admission& adm : plan.admitted) {
     Active& a = *active_.at(adm.id);
@@ -267,6 +276,7 @@ void Engine::step() {
     fail_requests(ids, "the KV cache could not reuse a cached prefix");
   }
   if (plan.batch.size() == 0) {
+    in_step_.clear();
     publish_stats(0);
     return;
   }
@@ -286,6 +296,7 @@ void Engine::step() {
     GRAFT_LOG_ERROR("batch of {} rows failed: {}", plan.batch.size(), error);
     std::set<RequestId> ids(plan.scheduled.begin(), plan.scheduled.end());
     fail_requests(std::vector<RequestId>(ids.begin(), ids.end()), error);
+    in_step_.clear();
     publish_stats(static_cast<int>(plan.batch.size()));
     return;
   }
@@ -296,8 +307,26 @@ void Engine::step() {
       scheduler_.forget_snapshot(seq);
     }
   }
-  for (size_t i = 0; i < samplers.size(); ++i) on_token(*active_.at(plan.samplers[i]), (*sampled)[i]);
-  recent_tokens_.emplace_back(Clock::now(), static_cast<int>(samplers.size()));
+  int tokens = 0;
+  for (size_t i = 0; i < samplers.size(); ++i) {
+    // Each row stands alone: its failure ends its own request, no other.
+    const RequestId id = plan.samplers[i];
+    const RowResult& row = (*sampled)[i];
+    if (!row) {
+      GRAFT_LOG_ERROR("request {}: {}", id, row.error().message);
+      finish(id, FinishReason::kError, {}, row.error().message);
+      continue;
+    }
+    try {
+      on_token(*active_.at(id), *row);
+      ++tokens;
+    } catch (const std::exception& e) {
+      GRAFT_LOG_ERROR("request {}: cannot take its token: {}", id, e.what());
+      finish(id, FinishReason::kError, {}, std::string("internal error: ") + e.what());
+    }
+  }
+  in_step_.clear();
+  recent_tokens_.emplace_back(Clock::now(), tokens);
   publish_stats(static_cast<int>(plan.batch.size()));
 }
 
@@ -397,6 +426,18 @@ void Engine::finish(RequestId id, FinishReason reason, GenerationEvent event, st
 
 void Engine::fail_requests(const std::vector<RequestId>& ids, const std::string& error) {
   for (RequestId id : ids) finish(id, FinishReason::kError, {}, error);
+}
+
+void Engine::recover_from_failed_step(const std::string& error) {
+  std::vector<RequestId> ids = std::move(in_step_);
+  in_step_.clear();
+  // A throw while planning leaves no telling which requests the scheduler
+  // had moved: then every request ends.
+  if (ids.empty()) {
+    for (auto& [id, a] : active_) ids.push_back(id);
+  }
+  GRAFT_LOG_ERROR("engine step failed ({} requests end with it): {}", ids.size(), error);
+  fail_requests(ids, "internal error: " + error);
 }
 
 void Engine::publish_stats(int batch_rows, bool count_step) {

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -92,8 +94,13 @@ class Engine {
   EngineStats stats() const;
 
   // Runs `task` on the engine thread between two steps (e.g. mounting or
-  // unmounting an adapter). It must not block for long.
-  void run_on_engine_thread(std::function<void()> task);
+  // unmounting an adapter), waits for it, and returns what it returns: a
+  // Status or a Result<T>. It always answers: an exception in the task, or
+  // an engine that stops first, comes back as an error. The task must not
+  // block for long; the caller waits up to a step, so call it from a worker
+  // thread, never from the engine thread or an HTTP thread.
+  template <typename Task>
+  std::invoke_result_t<Task&> run_on_engine_thread(Task task);
 
   // Whether any queued, waiting or running request routes rows to this
   // adapter slot.
@@ -118,13 +125,18 @@ class Engine {
     Clock::time_point submitted, admitted, first_token, last_token;
   };
 
+  // Queues a task for the engine thread; false once the engine is stopping.
+  bool post_task(std::function<void()> task);
   void loop();
   void take_commands(std::unique_lock<std::mutex>& lock);
+  void run_tasks(std::vector<std::function<void()>> tasks);
   void start(std::unique_ptr<Active> active);
   void step();
   void on_token(Active& a, const GeneratedToken& token);
   void finish(RequestId id, FinishReason reason, GenerationEvent event, std::string error = {});
   void fail_requests(const std::vector<RequestId>& ids, const std::string& error);
+  // A step that threw: its requests end with the error, the others go on.
+  void recover_from_failed_step(const std::string& error);
   void publish_stats(int batch_rows, bool count_step = true);
   void count_routes(const AdapterRoute& route, int delta);
 
@@ -136,6 +148,9 @@ class Engine {
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   Clock::time_point started_;
   std::deque<std::pair<Clock::time_point, int>> recent_tokens_;  // engine thread only
+  // The requests of the step being run (engine thread only): a step that
+  // throws ends these. Empty while planning: a throw there ends every request.
+  std::vector<RequestId> in_step_;
 
   mutable std::mutex mutex_;  // guards the members below
   std::condition_variable wake_;
@@ -149,5 +164,23 @@ class Engine {
 
   std::thread thread_;
 };
+
+template <typename Task>
+std::invoke_result_t<Task&> Engine::run_on_engine_thread(Task task) {
+  using Answer = std::invoke_result_t<Task&>;
+  auto answer = std::make_shared<std::promise<Answer>>();
+  std::future<Answer> future = answer->get_future();
+  const bool queued = post_task([answer, task = std::move(task)]() mutable {
+    try {
+      answer->set_value(task());
+    } catch (const std::exception& e) {
+      answer->set_value(Answer(errorf("internal", "internal error on the engine thread: {}", e.what())));
+    } catch (...) {
+      answer->set_value(Answer(make_error("internal", "internal error on the engine thread")));
+    }
+  });
+  if (!queued) return Answer(make_error("unavailable", "the engine is shutting down"));
+  return future.get();
+}
 
 }  // namespace graft

@@ -30,6 +30,9 @@ struct ExecutorLimits {
   int max_state_snapshots = 0;
 };
 
+// What one logits row of a step gives: the sampled token, or why there is none.
+using RowResult = Result<GeneratedToken>;
+
 // One request's sampling state (penalty history, random generator).
 class RowSampler {
  public:
@@ -50,9 +53,10 @@ class Executor {
 
   // Runs the batch and samples one token for each row with logits, in row
   // order, with samplers[i] for the i-th such row. The sampled token is
-  // accepted into that sampler's history.
-  virtual Result<std::vector<GeneratedToken>> step(const Batch& batch,
-                                                   std::span<RowSampler* const> samplers) = 0;
+  // accepted into that sampler's history. An error for the whole step fails
+  // every request in it; a row that cannot give a token (non-finite logits,
+  // a sampler that failed) says so in its own entry, and ends only its request.
+  virtual Result<std::vector<RowResult>> step(const Batch& batch, std::span<RowSampler* const> samplers) = 0;
 
   // KV sequence edits (between steps).
   virtual void seq_free(SeqId seq) = 0;

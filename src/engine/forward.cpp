@@ -188,9 +188,9 @@ void Forward::reserve(int n_rows, int n_outputs) {
   build(shape);
   --graphs_built_;  // not a batch's graph
   // Fault the compute buffer in now, not in the first batch: on VMs the
-  // first write to fresh memory is slow (a 302-token prompt took ~1.64 s as
-  // a server's first request and ~1.42 s after). The nodes' tensors, which
-  // the allocator packs into the buffer, cover all of it that batches use.
+  // first write to fresh memory is slow, and a server's first request would
+  // pay for it. The nodes' tensors, which the allocator packs into the
+  // buffer, cover all of it that batches use.
   for (int i = 0; i < ggml_graph_n_nodes(graph_.graph); ++i) {
     ggml_tensor* t = ggml_graph_node(graph_.graph, i);
     if (t->data && !t->view_src) std::memset(t->data, 0, ggml_nbytes(t));

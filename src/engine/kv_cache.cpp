@@ -70,6 +70,12 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   return cache;
 }
 
+Result<ggml_type> KvCache::type_from_name(std::string_view name) {
+  if (name == "f16") return GGML_TYPE_F16;
+  if (name == "q8_0") return GGML_TYPE_Q8_0;
+  return errorf("invalid_argument", "KV cache type '{}' is not supported (use f16 or q8_0)", name);
+}
+
 KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
   Footprint f;
   f.bytes_per_cell = 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
@@ -375,9 +381,9 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
   // Consecutive rows share a window unless keeping them apart scans fewer
   // cells: each window costs about as much as scanning this many
   // (row, cell) pairs more (an attention op per layer, and joining its
-  // output). Measured with 8 decode rows over 8 sequences 512 cells apart:
-  // one window each (this at 64-512) decodes 10-15 % faster than one window
-  // over all of them (this at 4096).
+  // output). Decode rows of sequences far apart in the cache are thus
+  // computed one window each, rather than over every cell between them
+  // (bench/engine.sh measures batched decode).
   constexpr int64_t kWindowCost = 128;
   auto cost = [](int64_t rows, int64_t cells) { return rows * cells; };
   std::vector<Window> windows;

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <ggml-backend.h>
@@ -46,6 +47,8 @@ class KvCache {
   static constexpr int kMaxSequences = 256;
 
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+  // "f16" or "q8_0" as a cache type; the error names the choices.
+  static Result<ggml_type> type_from_name(std::string_view name);
 
   // What a cache of this type costs for a model, without creating one (fit/
   // plans memory with it): bytes per cell (every layer's K and V of one

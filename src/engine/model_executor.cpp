@@ -1,6 +1,7 @@
 #include "engine/model_executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -18,6 +19,9 @@ SamplingParams to_params(const SamplingOptions& o) {
   p.top_k = o.top_k;
   p.top_p = o.top_p;
   p.min_p = o.min_p;
+  p.typical_p = o.typical_p;
+  p.xtc_probability = o.xtc_probability;
+  p.xtc_threshold = o.xtc_threshold;
   p.repeat_penalty = o.repetition_penalty;
   p.presence_penalty = o.presence_penalty;
   p.frequency_penalty = o.frequency_penalty;
@@ -41,6 +45,27 @@ class ModelSampler : public RowSampler {
   int top_logprobs;
   bool plain_greedy;  // argmax of the raw logits: no need to build candidates
 };
+
+// One row's token; a row whose logits are not all finite (or whose sampler
+// throws) fails alone.
+RowResult sample_row(ModelSampler& s, const float* row, int n_vocab) {
+  if (!std::all_of(row, row + n_vocab, [](float x) { return std::isfinite(x); })) {
+    return make_error("compute_failed", "the model computed non-finite logits for this request");
+  }
+  GeneratedToken out;
+  try {
+    out.id = s.plain_greedy ? argmax(row, n_vocab) : s.sampler.sample(row);
+    s.sampler.accept(out.id);
+    if (s.top_logprobs >= 0) {
+      Logprobs lp = compute_logprobs(row, n_vocab, out.id, s.top_logprobs);
+      out.logprob = lp.chosen.logprob;
+      for (const auto& t : lp.top) out.top.push_back(LogprobEntry{t.token, t.logprob});
+    }
+  } catch (const std::exception& e) {
+    return errorf("internal", "sampling failed: {}", e.what());
+  }
+  return out;
+}
 
 class ModelExecutor : public Executor {
  public:
@@ -69,24 +94,16 @@ class ModelExecutor : public Executor {
     return std::unique_ptr<RowSampler>(std::move(s));
   }
 
-  Result<std::vector<GeneratedToken>> step(const Batch& batch,
-                                           std::span<RowSampler* const> samplers) override {
+  Result<std::vector<RowResult>> step(const Batch& batch, std::span<RowSampler* const> samplers) override {
     GRAFT_TRY(LogitsView logits, forward_.run(batch));
     if (logits.n_rows != static_cast<int>(samplers.size())) {
       return errorf("internal", "{} logits rows for {} samplers", logits.n_rows, samplers.size());
     }
-    std::vector<GeneratedToken> out(samplers.size());
+    std::vector<RowResult> out;
+    out.reserve(samplers.size());
     for (size_t i = 0; i < samplers.size(); ++i) {
-      auto* s = static_cast<ModelSampler*>(samplers[i]);
-      const float* row = logits.row(static_cast<int>(i));
-      TokenId id = s->plain_greedy ? argmax(row, logits.n_vocab) : s->sampler.sample(row);
-      s->sampler.accept(id);
-      out[i].id = id;
-      if (s->top_logprobs >= 0) {
-        Logprobs lp = compute_logprobs(row, logits.n_vocab, id, s->top_logprobs);
-        out[i].logprob = lp.chosen.logprob;
-        for (const auto& t : lp.top) out[i].top.push_back(LogprobEntry{t.token, t.logprob});
-      }
+      out.push_back(sample_row(*static_cast<ModelSampler*>(samplers[i]), logits.row(static_cast<int>(i)),
+                               logits.n_vocab));
     }
     return out;
   }

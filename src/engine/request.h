@@ -21,9 +21,12 @@ using RequestId = uint64_t;
 // top-p 0.95, min-p 0.05); temperature 0 is greedy.
 struct SamplingOptions {
   float temperature = 0.8f;
-  float top_p = 0.95f;  // >= 1: off
-  int top_k = 40;       // <= 0: off
-  float min_p = 0.05f;  // <= 0: off
+  float top_p = 0.95f;           // >= 1: off
+  int top_k = 40;                // <= 0: off
+  float min_p = 0.05f;           // <= 0: off
+  float typical_p = 1.0f;        // >= 1: off
+  float xtc_probability = 0.0f;  // 0: off
+  float xtc_threshold = 0.1f;    // > 0.5: off
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // 1: off

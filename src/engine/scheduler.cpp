@@ -21,6 +21,11 @@ Scheduler::Scheduler(SchedulerConfig config) : config_(config) {
   config_.max_sequences = std::max(config_.max_sequences, config_.max_running);
   config_.step_tokens = std::max(config_.step_tokens, config_.max_running + 1);
   config_.min_prefix = std::max(config_.min_prefix, 1);
+  // The budget holds at least one full context (and, for hybrid models, its
+  // recurrent state), so that every request the context takes can run once
+  // the others are done: it waits, never fails.
+  config_.n_ctx = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(config_.n_ctx, config_.kv_budget - config_.state_cells)));
   for (SeqId s = config_.max_sequences - 1; s >= 0; --s) free_seqs_.push_back(s);
 }
 
@@ -35,16 +40,7 @@ Status Scheduler::check_fits(int prompt_tokens, int max_new_tokens) const {
                   "the prompt has {} tokens but the context holds {} (prompt plus at least one new token)",
                   prompt_tokens, config_.n_ctx);
   }
-  int64_t need = projected(prompt_tokens, max_new_tokens);
-  if (need + config_.state_cells > config_.kv_budget) {
-    return errorf(
-        "kv_budget_exceeded",
-        "the request needs {} KV cells (prompt {} + max_tokens {}{}) but the server's KV budget is {} "
-        "tokens: lower max_tokens or shorten the prompt",
-        need + config_.state_cells, prompt_tokens, max_new_tokens,
-        recurrent() ? fmt::format(" + {} for its recurrent state", config_.state_cells) : "",
-        config_.kv_budget);
-  }
+  (void)max_new_tokens;  // generation is cut at the context, which the budget always holds
   return {};
 }
 
@@ -338,11 +334,6 @@ int64_t Scheduler::pending_prompt_tokens() const {
   for (const Sequence& s : waiting_) n += s.n_prompt;
   for (const Sequence& s : running_) n += std::max(0, s.n_prompt - s.n_computed);
   return n;
-}
-
-void Scheduler::for_each_route(const std::function<void(const AdapterRoute&)>& fn) const {
-  for (const Sequence& s : waiting_) fn(s.adapters);
-  for (const Sequence& s : running_) fn(s.adapters);
 }
 
 }  // namespace graft

@@ -33,7 +33,7 @@
 namespace graft {
 
 struct SchedulerConfig {
-  int n_ctx = 4096;           // longest sequence: prompt + generated tokens
+  int n_ctx = 4096;           // longest sequence: prompt + generated tokens (at most kv_budget)
   int64_t kv_budget = 16384;  // KV cells (tokens) for running and cached sequences together
   int max_running = 4;        // requests in flight at once
   int max_sequences = 8;      // KV sequence ids: running plus cached prefixes
@@ -86,8 +86,9 @@ class Scheduler {
 
   const SchedulerConfig& config() const { return config_; }
 
-  // Whether a request of this size can ever run; the error says why not.
-  // Depends only on the configuration, so any thread may call it.
+  // Whether a request of this size can ever run; the error says why not
+  // (an empty prompt, or one that leaves the context no room). Depends only
+  // on the configuration, so any thread may call it.
   Status check_fits(int prompt_tokens, int max_new_tokens) const;
 
   // Queues a request (it must pass check_fits; max_new_tokens > 0).
@@ -123,8 +124,6 @@ class Scheduler {
   // Hybrid models: recurrent states held (running and cached sequences) and snapshots.
   int n_states() const { return config_.state_cells > 0 ? n_running() + n_cached() : 0; }
   int n_snapshots() const { return n_snapshots_; }
-  // Calls fn with the adapters of every waiting and running request.
-  void for_each_route(const std::function<void(const AdapterRoute&)>& fn) const;
 
  private:
   struct Sequence {

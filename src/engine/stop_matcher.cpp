@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/utf8.h"
+
 namespace graft {
 
 namespace {
@@ -13,12 +15,6 @@ size_t partial_overlap(std::string_view text, std::string_view stop) {
     if (text.substr(text.size() - n) == stop.substr(0, n)) return n;
   }
   return 0;
-}
-
-// Do not split a UTF-8 character when cutting at `pos`: move back to its start.
-size_t char_boundary(std::string_view text, size_t pos) {
-  while (pos > 0 && pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) --pos;
-  return pos;
 }
 
 }  // namespace
@@ -47,7 +43,7 @@ StopMatcher::Output StopMatcher::push(std::string_view piece) {
   }
   size_t hold = 0;
   for (const auto& stop : stops_) hold = std::max(hold, partial_overlap(pending_, stop));
-  size_t emit = char_boundary(pending_, pending_.size() - hold);
+  size_t emit = utf8::char_start(pending_, pending_.size() - hold);
   out.text = pending_.substr(0, emit);
   pending_.erase(0, emit);
   return out;

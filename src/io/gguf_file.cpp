@@ -205,10 +205,6 @@ std::optional<double> GgufFile::find_float(const std::string& key) const {
   auto r = get_float(key);
   return r ? std::optional<double>(*r) : std::nullopt;
 }
-std::optional<bool> GgufFile::find_bool(const std::string& key) const {
-  auto r = get_bool(key);
-  return r ? std::optional<bool>(*r) : std::nullopt;
-}
 
 const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
   auto it = tensor_index_.find(name);

@@ -50,7 +50,6 @@ class GgufFile {
   std::optional<std::string> find_string(const std::string& key) const;
   std::optional<int64_t> find_int(const std::string& key) const;
   std::optional<double> find_float(const std::string& key) const;
-  std::optional<bool> find_bool(const std::string& key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;

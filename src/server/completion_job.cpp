@@ -67,20 +67,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     for (const SinkHook& hook : sink_hooks_) sink = hook(std::move(sink));
     auto id = model_.engine().submit(request_.generation, std::move(sink));
     if (!id) {
-      const Error& error = id.error();
-      if (error.code == "overloaded" || error.code == "unavailable") {
-        ApiError busy;
-        busy.status = 503;
-        busy.type = "server_error";
-        busy.message = error.message;
-        busy.code = error.code;
-        exchange_->send_error(busy);
-        return;
-      }
-      std::string param = error.code == "kv_budget_exceeded"        ? "max_tokens"
-                          : error.code == "context_length_exceeded" ? (chat_ ? "messages" : "prompt")
-                                                                    : "";
-      exchange_->send_error(bad_request(error.message, param, error.code));
+      const ApiError error = api_error(id.error());
+      const bool about_prompt =
+          error.code == ApiCode::kContextLengthExceeded || error.code == ApiCode::kInvalidValue;
+      exchange_->send_error(
+          api_error(error.code, error.message, about_prompt ? (chat_ ? "messages" : "prompt") : ""));
       return;
     }
     Engine* engine = &model_.engine();
@@ -95,6 +86,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
  private:
   void on_event(GenerationEvent&& event) {
+    // The request is over once its last event comes: its adapters are free
+    // before the client reads the answer (an unload right after it succeeds).
+    if (event.done) request_.generation.keep_alive.reset();
     if (request_.logprobs) {
       for (const auto& t : event.tokens) pending_logprobs_.push_back(t);
     }
@@ -113,11 +107,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     if (event.done &&
         (event.finish_reason == FinishReason::kError || event.finish_reason == FinishReason::kCancelled)) {
       if (event.finish_reason == FinishReason::kError) {
-        ApiError error;
-        error.status = 500;
-        error.type = "server_error";
-        error.message = event.error;
-        exchange_->send_event(dump_json(error.to_json()));
+        exchange_->send_event(dump_json(api_error(ApiCode::kInternal, event.error).to_json()));
       }
       exchange_->send_event("[DONE]");
       exchange_->end_events();
@@ -182,11 +172,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
   void answer_whole(const GenerationEvent& event) {
     if (event.finish_reason == FinishReason::kError || event.finish_reason == FinishReason::kCancelled) {
-      ApiError error;
-      error.status = event.finish_reason == FinishReason::kError ? 500 : 503;
-      error.type = "server_error";
-      error.message = event.finish_reason == FinishReason::kError ? event.error : "the request was cancelled";
-      exchange_->send_error(error);
+      exchange_->send_error(event.finish_reason == FinishReason::kError
+                                ? api_error(ApiCode::kInternal, event.error)
+                                : api_error(ApiCode::kUnavailable, "the request was cancelled"));
       return;
     }
     RequestJson choice = {{"index", 0}};

@@ -32,6 +32,7 @@ struct ServerContext {
   explicit ServerContext(ServedModel& m) : model(m) {}
   ServedModel& model;
   std::vector<RequestHook> request_hooks;
+  std::vector<std::string> hook_fields;  // the request fields the hooks read
   std::vector<StatusHook> health_hooks;
   std::vector<StatusHook> stats_hooks;
   std::vector<SinkHook> sink_hooks;

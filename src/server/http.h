@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/api_error.h"
+
 namespace graft::server {
 
 using json = nlohmann::json;
@@ -35,19 +37,6 @@ struct HttpResponse {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // added to the defaults (CORS, …)
 };
-
-// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // the request field at fault, or ""
-  std::string code;   // a short machine token, or ""
-
-  json to_json() const;
-};
-
-ApiError bad_request(std::string message, std::string param = {}, std::string code = {});
 
 // One request/response exchange. A handler may keep it (shared_ptr) and answer
 // later from any thread: every method may be called from any thread and is

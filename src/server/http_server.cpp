@@ -1,4 +1,6 @@
-// The only translation unit that includes Beast (it compiles slowly).
+// The only translation unit that includes Beast (it compiles slowly). Beast
+// parses requests and frames answers: its serializer writes status lines and
+// headers, chunk_body the chunks of a streamed (SSE) body.
 #include "server/http_server.h"
 
 #include <sys/socket.h>
@@ -20,6 +22,7 @@
 #include <boost/beast/http.hpp>
 
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace graft::server {
 
@@ -31,6 +34,67 @@ using tcp = net::ip::tcp;
 namespace {
 
 class Session;
+
+// One piece of an answer waiting its turn on the socket, alive until written.
+// Beast frames it: the status line and headers from a message, chunk sizes
+// from chunk_body.
+class Output {
+ public:
+  using Done = std::function<void(beast::error_code, size_t)>;
+  virtual ~Output() = default;
+  virtual void write(beast::tcp_stream& stream, Done done) = 0;
+};
+
+// A whole response: headers and body.
+class WholeResponse : public Output {
+ public:
+  explicit WholeResponse(http::response<http::string_body> message) : message_(std::move(message)) {}
+  void write(beast::tcp_stream& stream, Done done) override {
+    http::async_write(stream, message_, std::move(done));
+  }
+
+ private:
+  http::response<http::string_body> message_;
+};
+
+// The headers of a streamed response; its body follows as EventData.
+class EventsHead : public Output {
+ public:
+  explicit EventsHead(http::response<http::empty_body> message) : message_(std::move(message)) {}
+  void write(beast::tcp_stream& stream, Done done) override {
+    http::async_write_header(stream, serializer_, std::move(done));
+  }
+
+ private:
+  http::response<http::empty_body> message_;
+  http::response_serializer<http::empty_body> serializer_{message_};
+};
+
+// Bytes of a streamed body: one chunk (HTTP/1.1), or as they are (HTTP/1.0,
+// where the end of the body is the end of the connection).
+class EventData : public Output {
+ public:
+  EventData(std::string data, bool chunked) : data_(std::move(data)), chunked_(chunked) {}
+  void write(beast::tcp_stream& stream, Done done) override {
+    if (chunked_) {
+      net::async_write(stream, http::make_chunk(net::buffer(data_)), std::move(done));
+    } else {
+      net::async_write(stream, net::buffer(data_), std::move(done));
+    }
+  }
+
+ private:
+  std::string data_;
+  bool chunked_;
+};
+
+// The last chunk, which ends a chunked body.
+class LastChunk : public Output {
+ public:
+  void write(beast::tcp_stream& stream, Done done) override {
+    net::async_write(stream, http::make_chunk_last(), std::move(done));
+  }
+};
 
 // The Exchange a handler holds. It keeps its session alive until released,
 // and forwards every call to the session's strand.
@@ -65,35 +129,36 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!current(serial) || answered_) return;
     answered_ = true;
     complete_ = true;
-    std::string head = status_line(response.status);
-    if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
-    head += fmt::format("Content-Length: {}\r\n", response.body.size());
-    for (auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
-    head += common_headers();
-    head += "\r\n";
-    if (!head_request_) head += response.body;
-    enqueue(std::move(head));
+    http::response<http::string_body> message;
+    set_head(message, response.status);
+    if (!response.content_type.empty()) message.set(http::field::content_type, response.content_type);
+    for (auto& [name, value] : response.headers) message.insert(name, value);
+    // A HEAD answer says how long the body would be, and sends none.
+    message.content_length(response.body.size());
+    if (!head_request_) message.body() = std::move(response.body);
+    enqueue(std::make_unique<WholeResponse>(std::move(message)));
   }
   void start_events(uint64_t serial) {
     if (!current(serial) || answered_) return;
     answered_ = true;
     streaming_ = true;
-    std::string head = status_line(200);
-    head += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
-    if (chunked_) head += "Transfer-Encoding: chunked\r\n";
-    head += common_headers();
-    head += "\r\n";
-    enqueue(std::move(head));
+    http::response<http::empty_body> message;
+    set_head(message, 200);
+    message.set(http::field::content_type, "text/event-stream");
+    message.set(http::field::cache_control, "no-cache");
+    message.set("X-Accel-Buffering", "no");
+    if (chunked_) message.chunked(true);
+    enqueue(std::make_unique<EventsHead>(std::move(message)));
   }
   void send_event(uint64_t serial, const std::string& payload) {
     if (!current(serial) || !streaming_ || complete_) return;
-    enqueue(chunk("data: " + payload + "\n\n"));
+    enqueue(std::make_unique<EventData>("data: " + payload + "\n\n", chunked_));
   }
   void end_events(uint64_t serial) {
     if (!current(serial) || !streaming_ || complete_) return;
     complete_ = true;
     if (chunked_) {
-      enqueue("0\r\n\r\n");
+      enqueue(std::make_unique<LastChunk>());
     } else {
       keep_alive_ = false;
       maybe_finish();
@@ -111,19 +176,14 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   bool current(uint64_t serial) const { return serial == serial_ && !gone_; }
 
-  std::string status_line(int status) const {
-    auto reason = http::obsolete_reason(static_cast<http::status>(status));
-    return fmt::format("HTTP/1.{} {} {}\r\n", http11_ ? 1 : 0, status,
-                       std::string_view(reason.data(), reason.size()));
-  }
-  std::string common_headers() const {
-    std::string h = "Access-Control-Allow-Origin: *\r\nServer: graft\r\n";
-    h += keep_alive_ ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-    return h;
-  }
-  std::string chunk(const std::string& data) const {
-    if (!chunked_) return data;
-    return fmt::format("{:x}\r\n{}\r\n", data.size(), data);
+  // The status line and the headers every answer carries.
+  template <typename Body>
+  void set_head(http::response<Body>& message, int status) const {
+    message.version(http11_ ? 11 : 10);
+    message.result(static_cast<unsigned>(status));
+    message.set(http::field::access_control_allow_origin, "*");
+    message.set(http::field::server, "graft");
+    message.set(http::field::connection, keep_alive_ ? "keep-alive" : "close");
   }
 
   void read_request() {
@@ -145,8 +205,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto self = shared_from_this();
-      auto msg = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
-      net::async_write(stream_, net::buffer(*msg), [self, msg](beast::error_code ec, size_t) {
+      auto reply = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *reply, [self, reply](beast::error_code ec, size_t) {
         if (ec) return self->close();
         self->read_body();
       });
@@ -180,12 +240,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void reject_body_size() {
     drain_before_close_ = true;
     begin_exchange();
-    ApiError error;
-    error.status = 413;
-    error.message =
-        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit);
-    error.code = "request_too_large";
-    send(serial_, HttpResponse{413, "application/json", error.to_json().dump(), {}});
+    const ApiError error = api_error(
+        ApiCode::kRequestTooLarge,
+        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit));
+    send(serial_, HttpResponse{error.status(), "application/json", error.to_json().dump(), {}});
   }
 
   void begin_exchange() {
@@ -213,9 +271,9 @@ class Session : public std::enable_shared_from_this<Session> {
     request.path = target.substr(0, q);
     if (q != std::string::npos) request.query = target.substr(q + 1);
     for (const auto& field : req) {
-      std::string name(field.name_string());
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-      request.headers[name] = std::string(field.value());
+      const auto name = field.name_string();
+      request.headers[to_lower_ascii(std::string_view(name.data(), name.size()))] =
+          std::string(field.value());
     }
     request.body = std::move(req.body());
     GRAFT_LOG_DEBUG("{} {}", request.method, target);
@@ -261,9 +319,9 @@ class Session : public std::enable_shared_from_this<Session> {
     close();
   }
 
-  void enqueue(std::string data) {
+  void enqueue(std::unique_ptr<Output> output) {
     if (gone_) return;
-    out_.push_back(std::move(data));
+    out_.push_back(std::move(output));
     if (!writing_) write_next();
   }
 
@@ -274,8 +332,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     writing_ = true;
-    net::async_write(stream_, net::buffer(out_.front()),
-                     beast::bind_front_handler(&Session::on_write, shared_from_this()));
+    out_.front()->write(stream_, beast::bind_front_handler(&Session::on_write, shared_from_this()));
   }
 
   void on_write(beast::error_code ec, size_t) {
@@ -339,7 +396,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool drain_before_close_ = false;
   size_t drained_ = 0;
   std::array<char, 65536> discard_;
-  std::deque<std::string> out_;
+  std::deque<std::unique_ptr<Output>> out_;
   std::function<void()> on_disconnect_;
 };
 

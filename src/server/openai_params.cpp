@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "server/openai_fields.h"
+
 namespace graft::server {
 
 namespace {
@@ -16,7 +18,12 @@ struct FieldError {
 };
 
 [[noreturn]] void fail(const std::string& field, const std::string& message) {
-  throw FieldError{bad_request(message, field, "invalid_value")};
+  throw FieldError{bad_request(message, field, ApiCode::kInvalidValue)};
+}
+
+// A valid value that asks for something graft does not do.
+[[noreturn]] void unsupported(const std::string& field, const std::string& message) {
+  throw FieldError{bad_request(message, field, ApiCode::kUnsupportedValue)};
 }
 
 const RequestJson* find(const RequestJson& body, const std::string& name) {
@@ -93,6 +100,9 @@ void read_sampling(const RequestJson& body, int n_vocab, GenerationRequest& g) {
   if (auto v = read_number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*v);
   if (auto v = read_integer(body, "top_k", -1, 1 << 20)) s.top_k = static_cast<int>(*v);
   if (auto v = read_number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
+  if (auto v = read_number(body, "typical_p", 0, 1)) s.typical_p = static_cast<float>(*v);
+  if (auto v = read_number(body, "xtc_probability", 0, 1)) s.xtc_probability = static_cast<float>(*v);
+  if (auto v = read_number(body, "xtc_threshold", 0, 1)) s.xtc_threshold = static_cast<float>(*v);
   if (auto v = read_number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
   if (auto v = read_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
   for (const char* name : {"repetition_penalty", "repeat_penalty"}) {
@@ -208,9 +218,33 @@ void read_messages(const RequestJson& body, OpenAiRequest& out) {
   out.messages = *messages;
 }
 
+// "auto" (the default) or "none". Forcing a call ("required", or an object
+// naming a function) needs constrained decoding, which graft lacks: asking for
+// it is a 400 rather than a reply that may hold no call.
+std::string read_tool_choice(const RequestJson& body) {
+  const RequestJson* choice = find(body, "tool_choice");
+  if (!choice) return "auto";
+  const char* kForced =
+      "graft cannot force a tool call yet (that needs constrained decoding); use \"auto\" and let the "
+      "model choose";
+  if (choice->is_object()) {
+    unsupported("tool_choice", fmt::format("'tool_choice' naming a function is not supported: {}", kForced));
+  }
+  if (!choice->is_string()) fail("tool_choice", "'tool_choice' must be \"auto\" or \"none\"");
+  const std::string c = choice->get<std::string>();
+  if (c == "required")
+    unsupported("tool_choice", fmt::format("'tool_choice': \"required\" is not supported: {}", kForced));
+  if (c != "none" && c != "auto")
+    fail("tool_choice", fmt::format("'tool_choice' must be \"auto\" or \"none\" (got '{}')", c));
+  return c;
+}
+
 void read_tools(const RequestJson& body, OpenAiRequest& out) {
   const RequestJson* tools = find(body, "tools");
-  if (!tools) return;
+  if (!tools) {
+    read_tool_choice(body);  // refused even without tools
+    return;
+  }
   if (!tools->is_array()) fail("tools", "'tools' must be a list");
   for (size_t i = 0; i < tools->size(); ++i) {
     const auto& t = (*tools)[i];
@@ -231,22 +265,13 @@ void read_tools(const RequestJson& body, OpenAiRequest& out) {
     }
   }
   bool use_tools = !tools->empty();
-  if (const RequestJson* choice = find(body, "tool_choice")) {
-    if (choice->is_string()) {
-      std::string c = choice->get<std::string>();
-      if (c != "none" && c != "auto" && c != "required") {
-        fail("tool_choice", "'tool_choice' must be none, auto, required or an object naming a function");
-      }
-      if (c == "none") use_tools = false;
-    } else if (!choice->is_object()) {
-      fail("tool_choice", "'tool_choice' must be none, auto, required or an object naming a function");
-    }
-  }
+  if (read_tool_choice(body) == "none") use_tools = false;
   if (use_tools) out.tools = *tools;
 }
 
 void read_all(const RequestJson& body, ApiKind kind, int n_vocab, OpenAiRequest& out) {
   out.kind = kind;
+  if (auto error = check_unsupported_fields(body)) throw FieldError{*error};
   GenerationRequest& g = out.generation;
   if (auto v = read_string(body, "model")) out.model = *v;
   if (auto v = read_bool(body, "stream")) out.stream = *v;
@@ -275,8 +300,13 @@ void read_all(const RequestJson& body, ApiKind kind, int n_vocab, OpenAiRequest&
       out.template_kwargs = *kwargs;
     }
     if (const RequestJson* format = find(body, "response_format")) {
-      if (!format->is_object() || !format->contains("type") || (*format)["type"] != "text") {
-        fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+      if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+        fail("response_format", "'response_format' must be an object with a 'type'");
+      }
+      if ((*format)["type"] != "text") {
+        unsupported("response_format",
+                    "'response_format' other than {\"type\": \"text\"} is not supported: graft has no "
+                    "constrained decoding yet");
       }
     }
   } else {
@@ -291,7 +321,7 @@ void read_all(const RequestJson& body, ApiKind kind, int n_vocab, OpenAiRequest&
     read_prompt(body, n_vocab, out);
     if (const RequestJson* suffix = find(body, "suffix");
         suffix && !(suffix->is_string() && suffix->get<std::string>().empty())) {
-      fail("suffix", "'suffix' is not supported");
+      unsupported("suffix", "'suffix' is not supported: graft does not fill in the middle");
     }
   }
   g.top_logprobs = out.logprobs ? out.top_logprobs : -1;
@@ -303,9 +333,11 @@ std::optional<ApiError> parse_body(const std::string& text, RequestJson& body) {
   try {
     body = RequestJson::parse(text);
   } catch (const RequestJson::parse_error& e) {
-    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "",
+                       ApiCode::kInvalidJson);
   }
-  if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body.is_object())
+    return bad_request("the request body must be a JSON object", "", ApiCode::kInvalidJson);
   return std::nullopt;
 }
 

@@ -1,7 +1,7 @@
 // Reading OpenAI-style request bodies (/v1/completions, /v1/chat/completions)
-// into an engine request. Every field users send to OpenAI, llama-server or
-// mlx-lm is understood; unknown fields are ignored; a wrong type or a value
-// out of range is a 400 that names the field.
+// into an engine request. A wrong type or a value out of range is a 400 that
+// names the field, and so is a field that asks for a feature graft lacks
+// (openai_fields.h); fields nobody knows are left to the caller to log.
 #pragma once
 
 #include <optional>
@@ -44,7 +44,9 @@ struct OpenAiRequest {
 // Parses the body text into a JSON object (400 for malformed JSON or a non-object).
 std::optional<ApiError> parse_body(const std::string& text, RequestJson& body);
 
-// Reads the fields of one request. n_vocab bounds token ids (prompt, logit_bias).
+// Reads the fields of one request into `out`; what the body leaves out keeps
+// out's value (e.g. the served model's sampling defaults). n_vocab bounds
+// token ids (prompt, logit_bias).
 std::optional<ApiError> read_openai_request(const RequestJson& body, ApiKind kind, int n_vocab,
                                             OpenAiRequest& out);
 

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include "server/completion_job.h"
+#include "server/openai_fields.h"
 #include "server/server.h"
 #include "server/static_web.h"
+#include "util/log.h"
 
 namespace graft::server {
 
@@ -24,6 +26,7 @@ bool read_request(ServerContext& context, const HttpRequest& http, ApiKind kind,
     return false;
   }
   const int n_vocab = context.model.tokenizer()->n_vocab();
+  request.generation.sampling = context.model.sampling_defaults().options;
   if (auto error = read_openai_request(body, kind, n_vocab, request)) {
     exchange.send_error(*error);
     return false;
@@ -33,6 +36,9 @@ bool read_request(ServerContext& context, const HttpRequest& http, ApiKind kind,
       exchange.send_error(*error);
       return false;
     }
+  }
+  for (const std::string& field : unknown_fields(body, kind, context.hook_fields)) {
+    GRAFT_LOG_DEBUG("{} {}: ignoring the unknown field '{}'", http.method, http.path, field);
   }
   return true;
 }
@@ -69,7 +75,7 @@ void chat_completions(ServerContext& context, HttpRequest& http, std::shared_ptr
   if (!prompt) {
     return exchange->send_error(bad_request(
         "cannot format the conversation with the model's chat template: " + prompt.error().message,
-        "messages", prompt.error().code));
+        "messages", ApiCode::kTemplateError));
   }
   const Tokenizer& tok = *model.tokenizer();
   auto tokens = tok.encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
@@ -92,7 +98,8 @@ RequestJson model_json(const ServerContext& context) {
                       {{"n_ctx", engine.config().n_ctx},
                        {"n_vocab", m.tokenizer()->n_vocab()},
                        {"parallel", engine.config().max_running},
-                       {"chat_template", m.has_own_chat_template() ? "model" : "chatml"}}}};
+                       {"chat_template", m.has_own_chat_template() ? "model" : "chatml"},
+                       {"sampling", m.sampling_defaults().to_json()}}}};
 }
 
 void models(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {
@@ -102,13 +109,10 @@ void models(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
 
 void one_model(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
   if (http.params["id"] != context.model.id()) {
-    ApiError error;
-    error.status = 404;
-    error.message =
-        fmt::format("no model '{}': this server serves '{}'", http.params["id"], context.model.id());
-    error.param = "model";
-    error.code = "model_not_found";
-    return exchange->send_error(error);
+    return exchange->send_error(api_error(
+        ApiCode::kModelNotFound,
+        fmt::format("no model '{}': this server serves '{}'", http.params["id"], context.model.id()),
+        "model"));
   }
   exchange->send(HttpResponse{200, "application/json", dump_json(model_json(context)), {}});
 }

@@ -11,23 +11,6 @@ std::string HttpRequest::header(const std::string& name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-json ApiError::to_json() const {
-  return json{{"error",
-               {{"message", message},
-                {"type", type},
-                {"param", param.empty() ? json(nullptr) : json(param)},
-                {"code", code.empty() ? json(nullptr) : json(code)}}}};
-}
-
-ApiError bad_request(std::string message, std::string param, std::string code) {
-  ApiError e;
-  e.status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
-}
-
 void Exchange::send_json(int status, const json& body) {
   HttpResponse response;
   response.status = status;
@@ -36,7 +19,7 @@ void Exchange::send_json(int status, const json& body) {
 }
 
 void Exchange::send_error(const ApiError& error) {
-  send_json(error.status, error.to_json());
+  send_json(error.status(), error.to_json());
 }
 
 std::string percent_decode(const std::string& text) {
@@ -91,9 +74,8 @@ bool Router::match(const Route& route, const std::vector<std::string>& path,
 bool Router::authorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
   const std::string auth = request.header("authorization");
-  const std::string prefix = "Bearer ";
-  return auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
-         auth.substr(prefix.size()) == api_key_;
+  constexpr std::string_view kPrefix = "Bearer ";
+  return auth.starts_with(kPrefix) && auth.substr(kPrefix.size()) == api_key_;
 }
 
 void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const {
@@ -129,31 +111,23 @@ void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) 
     exchange = observer_(request, named ? named->pattern : std::string(), std::move(exchange));
   }
   if (!found) {
-    ApiError error;
-    error.status = path_known ? 405 : 404;
-    error.message = path_known ? request.method + " is not allowed on " + request.path
-                               : "no such route: " + request.method + " " + request.path;
-    error.code = path_known ? "method_not_allowed" : "not_found";
-    exchange->send_error(error);
+    exchange->send_error(
+        path_known
+            ? api_error(ApiCode::kMethodNotAllowed, request.method + " is not allowed on " + request.path)
+            : api_error(ApiCode::kNotFound, "no such route: " + request.method + " " + request.path));
     return;
   }
   if (!found->options.public_route && !authorized(request)) {
-    ApiError error;
-    error.status = 401;
-    error.message = "invalid or missing API key: send the header 'Authorization: Bearer <key>'";
-    error.code = "invalid_api_key";
-    exchange->send_error(error);
+    exchange->send_error(
+        api_error(ApiCode::kInvalidApiKey,
+                  "invalid or missing API key: send the header 'Authorization: Bearer <key>'"));
     return;
   }
   try {
     found->handler(request, exchange);
   } catch (const std::exception& e) {
     GRAFT_LOG_ERROR("{} {}: handler failed: {}", request.method, request.path, e.what());
-    ApiError error;
-    error.status = 500;
-    error.type = "server_error";
-    error.message = std::string("internal error: ") + e.what();
-    exchange->send_error(error);
+    exchange->send_error(api_error(ApiCode::kInternal, std::string("internal error: ") + e.what()));
   }
 }
 

@@ -17,6 +17,7 @@
 #include "adapters/mounted.h"
 #include "adapters/store.h"
 #include "server/server.h"
+#include "server/worker.h"
 
 namespace graft::server {
 
@@ -43,14 +44,26 @@ class AdapterService {
   MountedAdapters& mounted() { return *mounted_; }
 
  private:
-  struct Worker;
   struct Counters;  // loads, unloads and requests per adapter id, for /metrics
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
+  // The routes (the slow ones finish on the worker thread).
+  void list_loaded(const std::shared_ptr<Exchange>& exchange) const;
+  void list_available(const std::shared_ptr<Exchange>& exchange) const;
+  void load(const HttpRequest& http, const std::shared_ptr<Exchange>& exchange);
+  void load_on_worker(const std::string& id, const std::string& path, Exchange& exchange);
+  void unload(const std::string& id, Exchange& exchange);
+  // The "adapter" field of a completion or chat request.
+  std::optional<ApiError> select(const RequestJson& body, GenerationRequest& request) const;
+  void report_health(json& body) const;
+  void report_stats(json& body) const;
+  void report_metrics(PromText& m) const;
+
+  // On the engine thread, between steps; the worker thread waits.
   Result<int> mount(const LoraWeights& weights);
   Status unmount(int slot);
   // The 400 for a selection that failed: says whether each id is unknown,
-  // does not fit the model, or is simply not loaded yet.
+  // cannot be read, does not fit the model, or is simply not loaded yet.
   ApiError explain_selection_error(const std::string& spec, const Error& error) const;
 
   ServedModel& model_;

@@ -88,7 +88,7 @@ std::optional<ApiError> read_settings(const std::map<std::string, std::string>& 
           fmt::format("unknown query parameter '{}' (use ctx, parallel, kv_type, kv_budget, batch, "
                       "adapters, adapter_rank)",
                       key),
-          key, "unknown_parameter");
+          key, ApiCode::kUnsupportedParameter);
     }
     if (error) return error;
   }
@@ -161,11 +161,7 @@ void FitService::install(Server& server) {
       if (!self->model_) {
         auto model = fit::FitModel::open(self->model_path_);
         if (!model) {
-          ApiError error;
-          error.status = 500;
-          error.type = "server_error";
-          error.message = model.error().message;
-          return exchange->send_error(error);
+          return exchange->send_error(api_error(ApiCode::kInternal, model.error().message));
         }
         self->model_ = std::move(*model);
       }

@@ -6,11 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include <ggml.h>
-
 #include "engine/kv_cache.h"
 #include "engine/model_executor.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace graft::server {
 
@@ -64,8 +63,7 @@ Result<std::pair<int64_t, int64_t>> parse_kv_budget(const std::string& text) {
   if (end == 0 || !std::isfinite(number) || number <= 0) {
     return errorf("invalid_argument", "--kv-budget '{}' is neither a token count nor a size like 2GiB", text);
   }
-  std::string unit = text.substr(end);
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string unit = to_lower_ascii(text.substr(end));
   if (unit.empty() || unit == "t" || unit == "tokens") {
     if (number != std::floor(number))
       return errorf("invalid_argument", "--kv-budget '{}': a token count is whole", text);
@@ -129,15 +127,16 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
     served->template_ = std::make_unique<ChatTemplate>(std::move(chatml));
   }
 
-  ggml_type kv_type;
-  if (options.kv_type == "f16") {
-    kv_type = GGML_TYPE_F16;
-  } else if (options.kv_type == "q8_0") {
-    kv_type = GGML_TYPE_Q8_0;
-  } else {
-    return errorf("invalid_argument", "--kv-type '{}' is not supported (use f16 or q8_0)", options.kv_type);
+  apply_model_sampling(gguf, served->sampling_);
+  GRAFT_TRY_STATUS(apply_sampling_flags(options.sampling_flags, served->sampling_));
+
+  auto kv_type = KvCache::type_from_name(options.kv_type);
+  if (!kv_type) return errorf(kv_type.error().code, "--kv-type: {}", kv_type.error().message);
+  if (options.parallel < 1 || options.parallel > ServeOptions::kMaxParallel) {
+    return errorf("invalid_argument", "--parallel {}: graft runs 1 to {} requests at once", options.parallel,
+                  ServeOptions::kMaxParallel);
   }
-  const int parallel = std::clamp(options.parallel, 1, 64);
+  const int parallel = options.parallel;
   int n_ctx =
       options.n_ctx > 0 ? options.n_ctx : std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 8192);
   if (config.n_ctx_train > 0 && n_ctx > config.n_ctx_train) {
@@ -146,7 +145,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
     n_ctx = config.n_ctx_train;
   }
   const int64_t bytes_per_token =
-      std::max<int64_t>(1, static_cast<int64_t>(kv_bytes_per_token(config, kv_type)));
+      std::max<int64_t>(1, static_cast<int64_t>(kv_bytes_per_token(config, *kv_type)));
   // Hybrid models: a request's recurrent state counts as this many tokens of KV.
   const int64_t state_tokens =
       (static_cast<int64_t>(recurrent_state_bytes(config)) + bytes_per_token - 1) / bytes_per_token;
@@ -171,7 +170,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
   exec.kv_cells = budget;
   exec.max_sequences = std::min(std::max(4 * parallel, 16), 256);
   exec.n_threads = options.threads;
-  exec.kv_type = kv_type;
+  exec.kv_type = *kv_type;
   exec.max_batch_rows = std::max(options.step_tokens, parallel + 1);
   GRAFT_TRY(std::unique_ptr<Executor> executor, make_model_executor(*served->model_, exec));
 

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "chat/template.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/sampling_defaults.h"
 #include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
@@ -25,6 +27,13 @@ struct ServeOptions {
   int step_tokens = 512;         // most rows in one batch
   bool prefix_cache = true;
   int compute_nice = 5;  // compute threads' niceness, or EngineConfig::kComputeIdle
+  // Sampling defaults set by flags, by request field name ("temperature", "top_k", ...):
+  // they win over the model's recommendations (sampling_defaults.h).
+  std::map<std::string, double> sampling_flags;
+
+  // Most requests generated at once: each running request and each cached
+  // prompt holds a KV sequence, and the cache has KvCache::kMaxSequences.
+  static constexpr int kMaxParallel = 64;
 };
 
 // Parses a --kv-budget value: a token count ("16384") or a size ("2GiB", "512MiB", "1.5G").
@@ -47,6 +56,8 @@ class ServedModel {
   bool has_model() const { return model_ != nullptr; }
   const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
   const ChatTemplate& chat_template() const { return *template_; }
+  // What a request gets for the sampling fields it leaves out.
+  const SamplingDefaults& sampling_defaults() const { return sampling_; }
   bool has_own_chat_template() const { return own_template_; }
   Engine& engine() { return *engine_; }
   const Engine& engine() const { return *engine_; }
@@ -66,6 +77,7 @@ class ServedModel {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   bool own_template_ = false;
+  SamplingDefaults sampling_;
   std::unique_ptr<Engine> engine_;  // last: stopped before the model goes
 };
 

@@ -30,7 +30,11 @@ class Server {
 
   Router& router() { return *router_; }
   ServerContext& context() { return context_; }
-  void add_request_hook(RequestHook hook) { context_.request_hooks.push_back(std::move(hook)); }
+  // `fields`: the request fields the hook reads (so that they do not count as unknown).
+  void add_request_hook(RequestHook hook, std::vector<std::string> fields = {}) {
+    context_.request_hooks.push_back(std::move(hook));
+    for (auto& f : fields) context_.hook_fields.push_back(std::move(f));
+  }
   void add_health_hook(StatusHook hook) { context_.health_hooks.push_back(std::move(hook)); }
   void add_stats_hook(StatusHook hook) { context_.stats_hooks.push_back(std::move(hook)); }
   void add_metrics_hook(MetricsHook hook) { context_.metrics_hooks.push_back(std::move(hook)); }

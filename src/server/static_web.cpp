@@ -47,12 +47,7 @@ bool etag_matches(const std::string& if_none_match, std::string_view etag) {
 void send_asset(const HttpRequest& request, Exchange& exchange, std::string_view path) {
   const WebAsset* asset = find_asset(path);
   if (!asset) {
-    ApiError error;
-    error.status = 404;
-    error.type = "not_found_error";
-    error.message = "no such file: " + request.path;
-    error.code = "not_found";
-    return exchange.send_error(error);
+    return exchange.send_error(api_error(ApiCode::kNotFound, "no such file: " + request.path));
   }
   exchange.send(web_asset_response(*asset, request));
 }

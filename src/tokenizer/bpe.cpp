@@ -4,8 +4,9 @@
 
 #include <algorithm>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/space_words.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace graft {
 

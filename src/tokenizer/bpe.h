@@ -35,7 +35,6 @@ class BpeModel {
 
   // Where words may be cut before merging (SentencePiece-style vocabularies).
   const SpaceJoiners& space_joiners() const { return joiners_; }
-  size_t merge_count() const { return merges_.size(); }
 
  private:
   int32_t unit_id(const Vocab& vocab, std::string_view unit) const;

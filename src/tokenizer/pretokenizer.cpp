@@ -6,6 +6,8 @@
 #include <array>
 #include <string>
 
+#include "util/utf8.h"
+
 namespace graft {
 
 namespace {
@@ -296,8 +298,7 @@ Status PreTokenizer::split_level(size_t level, std::string_view piece, const Pie
     const PCRE2_SIZE end = ovector[1];
     if (end == begin) {
       // An empty match splits nothing; step over one character.
-      start = begin + 1;
-      while (start < piece.size() && (static_cast<uint8_t>(piece[start]) & 0xC0) == 0x80) ++start;
+      start = utf8::next_char(piece, begin);
       continue;
     }
     if (begin > gap_start)

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace graft {
 
@@ -21,8 +21,7 @@ class SpaceJoiners {
   // Records every character X that `text` has right before a "▁" (other than "▁").
   void add_from(std::string_view text) {
     for (size_t p = text.find(kSpaceMark, 1); p != std::string_view::npos; p = text.find(kSpaceMark, p + 1)) {
-      size_t start = p - 1;
-      while (start > 0 && p - start < 4 && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) --start;
+      const size_t start = utf8::char_start(text, p - 1);
       const std::string_view x = text.substr(start, p - start);
       if (utf8::sequence_length(x, 0) != x.size()) {
         never_cut_ = true;  // not a character: trust no cut

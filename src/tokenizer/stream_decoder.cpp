@@ -1,6 +1,6 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace graft {
 

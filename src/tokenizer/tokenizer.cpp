@@ -7,8 +7,8 @@
 #include "io/gguf_file.h"
 #include "tokenizer/space_words.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer/word_cache.h"
+#include "util/utf8.h"
 
 namespace graft {
 

@@ -5,10 +5,12 @@
 #include <cctype>
 #include <cstdio>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/space_words.h"
-#include "tokenizer/utf8.h"
 #include "util/log.h"
+#include "util/strings.h"
+#include "util/utf8.h"
 
 namespace graft {
 
@@ -185,8 +187,7 @@ void mark_end_of_generation(Vocab& v) {
 
 // Phi-3 swallows the whitespace after its chat tokens.
 void apply_family_attrs(const GgufFile& file, Vocab& v) {
-  std::string name = file.find_string("general.name").value_or("");
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string name = to_lower_ascii(file.find_string("general.name").value_or(""));
   if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
   constexpr uint16_t kSpecial = token_attr::kControl | token_attr::kUserDefined | token_attr::kUnknown;
   for (TokenId id = 0; id < v.size(); ++id) {
@@ -327,7 +328,7 @@ std::string token_piece(const Vocab& v, TokenId id) {
   }
   if (attr & token_attr::kByte) {
     unsigned value = 0;
-    if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' &&
+    if (text.size() == 6 && text.starts_with("<0x") && text[5] == '>' &&
         std::sscanf(text.c_str() + 3, "%2x", &value) == 1) {
       return std::string(1, static_cast<char>(value));
     }

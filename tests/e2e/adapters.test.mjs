@@ -192,9 +192,10 @@ describe('adapters over HTTP', () => {
     res = await load(server, { id: 'corrupt' });
     assert.equal(res.status, 400, res.text);
     assert.match(res.json.error.message, /not a safetensors file/);
+    assert.equal(res.json.error.code, 'adapter_corrupt');
     res = await load(server, { id: 'misfit' });
     assert.equal(res.status, 400, res.text);
-    assert.equal(res.json.error.code, 'incompatible_adapter');
+    assert.equal(res.json.error.code, 'adapter_incompatible');
     res = await load(server, { id: 'nosuch' });
     assert.equal(res.status, 404, res.text);
     res = await load(server, { id: '../outside/stray' });

@@ -60,6 +60,19 @@ describe('bad input', () => {
     await expect400(server, chat({ temperature: 'NaN' }), 'temperature');
   });
 
+  it('fields graft knows but does not implement', async () => {
+    for (const [field, value] of [['grammar', 'root ::= "a"'], ['json_schema', { type: 'object' }], ['best_of', 2],
+      ['mirostat', 2], ['n_probs', 3]]) {
+      const error = await expect400(server, chat({ [field]: value }), field);
+      assert.equal(error.code, 'unsupported_parameter');
+    }
+    const error = await expect400(server, chat({ response_format: { type: 'json_object' } }), 'response_format');
+    assert.equal(error.code, 'unsupported_value');
+    // The values that ask for nothing pass, as clients that send every option send them.
+    const res = await postRaw(server, '/v1/chat/completions', chat({ grammar: '', mirostat: 0, mirostat_tau: 5, cache_prompt: true }));
+    assert.equal(res.status, 200, res.text);
+  });
+
   it('a prompt longer than the context', async () => {
     const prompt = 'word '.repeat(400);  // the server runs with --ctx 256
     const error = await expect400(server, JSON.stringify({ prompt, max_tokens: 4 }), 'prompt', '/v1/completions');

@@ -128,6 +128,21 @@ describe('openai SDK against graft serve', () => {
     );
   });
 
+  it('refuses a forced tool call, which graft cannot honour yet, as BadRequestError', async () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+      await assert.rejects(
+        client.chat.completions.create({ model: 'tiny', messages, tools, tool_choice, max_tokens: 4 }),
+        (err) => {
+          assert.ok(err instanceof OpenAI.BadRequestError, `got ${err?.constructor?.name}: ${err}`);
+          assert.equal(err.param, 'tool_choice');
+          assert.equal(err.code, 'unsupported_value');
+          return true;
+        },
+      );
+    }
+  });
+
   it('gives four concurrent greedy requests the text each gets alone', async () => {
     const prompts = ['red', 'green green', 'blue blue blue', 'a much longer prompt about the colour yellow'];
     const ask = (p) => client.chat.completions.create({

@@ -13,6 +13,7 @@
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/fake_executor.h"
@@ -320,6 +321,60 @@ TEST(Engine, AFailedStepFailsOnlyItsRequests) {
   EXPECT_EQ(h.engine->stats().requests_failed, 1u);
 }
 
+TEST(Engine, AStepThatThrowsEndsOnlyItsRequestsAndTheEngineGoesOn) {
+  EngineConfig config;
+  config.max_running = 1;  // the second request waits while the first runs
+  FakeExecutor::Options options;
+  options.step_delay = 2ms;
+  Harness h(options, config);
+  Collector running, waiting;
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(5, 1), 40), running.sink()).ok());
+  ASSERT_TRUE(h.eventually([&] { return running.events() >= 1; }));
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(5, 2), 5), waiting.sink()).ok());
+  h.executor->throw_in_next_steps(1);
+  const GenerationEvent& failed = running.wait();
+  EXPECT_EQ(failed.finish_reason, FinishReason::kError);
+  EXPECT_NE(failed.error.find("injected exception"), std::string::npos) << failed.error;
+  EXPECT_EQ(waiting.wait().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(waiting.ids(), FakeExecutor::expected(prompt_of(5, 2), 5, 27));
+  EXPECT_EQ(h.engine->stats().requests_failed, 1u);
+}
+
+TEST(Engine, AFailingRowEndsOnlyItsRequest) {
+  FakeExecutor::Options options;
+  options.step_delay = 1ms;
+  Harness h(options);
+  // The request whose prompt starts with token 26 fails at its third token.
+  h.executor->fail_rows_where(
+      [](const std::vector<TokenId>& seq) { return seq[0] == 26 && seq.size() >= 8; });
+  Collector failing, other, later;
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(6, 25), 10), failing.sink()).ok());
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(6, 3), 10), other.sink()).ok());
+  const GenerationEvent& failed = failing.wait();
+  EXPECT_EQ(failed.finish_reason, FinishReason::kError);
+  EXPECT_NE(failed.error.find("injected row failure"), std::string::npos) << failed.error;
+  EXPECT_EQ(failing.ids(), FakeExecutor::expected(prompt_of(6, 25), 2, 27));
+  EXPECT_EQ(other.wait().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(other.ids(), FakeExecutor::expected(prompt_of(6, 3), 10, 27));
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(6, 4), 4), later.sink()).ok());
+  EXPECT_EQ(later.wait().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(h.engine->stats().requests_failed, 1u);
+}
+
+TEST(Engine, ATaskThatThrowsStillAnswersItsCaller) {
+  Harness h;
+  Status status =
+      h.engine->run_on_engine_thread([]() -> Status { throw std::runtime_error("mount exploded"); });
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.error().message.find("mount exploded"), std::string::npos) << status.error().message;
+  auto value = h.engine->run_on_engine_thread([] { return Result<int>(42); });
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, 42);
+  Collector c;
+  ASSERT_TRUE(h.engine->submit(request(prompt_of(5, 1), 3), c.sink()).ok());
+  EXPECT_EQ(c.wait().finish_reason, FinishReason::kLength);
+}
+
 // Threads of this process under this scheduling policy at this niceness.
 int threads_with(int policy, int nice) {
   int n = 0;
@@ -386,11 +441,10 @@ TEST(Engine, RunsTasksBetweenStepsAndTracksAdapterUse) {
   ASSERT_TRUE(h.engine->submit(r, c.sink()).ok());
   EXPECT_TRUE(h.engine->adapter_slot_in_use(3));
   EXPECT_FALSE(h.engine->adapter_slot_in_use(2));
-  std::promise<std::thread::id> ran;
-  h.engine->run_on_engine_thread([&] { ran.set_value(std::this_thread::get_id()); });
-  auto future = ran.get_future();
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  EXPECT_NE(future.get(), std::this_thread::get_id());
+  auto ran =
+      h.engine->run_on_engine_thread([] { return Result<std::thread::id>(std::this_thread::get_id()); });
+  ASSERT_TRUE(ran.ok());
+  EXPECT_NE(*ran, std::this_thread::get_id());
   c.wait();
   EXPECT_FALSE(h.engine->adapter_slot_in_use(3));
 }

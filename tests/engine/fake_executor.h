@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,8 +68,7 @@ class FakeExecutor : public Executor {
     return std::unique_ptr<RowSampler>(std::move(s));
   }
 
-  Result<std::vector<GeneratedToken>> step(const Batch& batch,
-                                           std::span<RowSampler* const> samplers) override {
+  Result<std::vector<RowResult>> step(const Batch& batch, std::span<RowSampler* const> samplers) override {
     if (options_.step_delay.count() > 0) std::this_thread::sleep_for(options_.step_delay);
     std::lock_guard lock(mutex_);
     steps_++;
@@ -77,6 +77,10 @@ class FakeExecutor : public Executor {
     if (fail_steps_ > 0) {
       fail_steps_--;
       return make_error("internal", "injected failure");
+    }
+    if (throw_steps_ > 0) {
+      throw_steps_--;
+      throw std::runtime_error("injected exception");
     }
     if (static_cast<int>(batch.size()) > limits_.max_batch_rows)
       return make_error("internal", "too many rows");
@@ -94,13 +98,17 @@ class FakeExecutor : public Executor {
       ++len;
       if (++used > limits_.kv_cells) return make_error("internal", "KV cache full");
     }
-    std::vector<GeneratedToken> out;
+    std::vector<RowResult> out;
     size_t s = 0;
     for (const BatchRow& row : batch.rows) {
       seqs_[row.seq].push_back(row.token);
       if (!row.logits) continue;
       if (s >= samplers.size()) return make_error("internal", "more logits rows than samplers");
       auto* sampler = static_cast<Sampler*>(samplers[s++]);
+      if (row_fails_ && row_fails_(seqs_[row.seq])) {
+        out.push_back(make_error("compute_failed", "injected row failure"));
+        continue;
+      }
       GeneratedToken g;
       g.id = fake_next_token(seqs_[row.seq], limits_.n_vocab, options_.eog_every);
       if (sampler->top_logprobs >= 0) {
@@ -155,6 +163,15 @@ class FakeExecutor : public Executor {
     std::lock_guard lock(mutex_);
     fail_steps_ = n;
   }
+  void throw_in_next_steps(int n) {
+    std::lock_guard lock(mutex_);
+    throw_steps_ = n;
+  }
+  // The logits row of every sequence (its tokens so far) that matches fails alone.
+  void fail_rows_where(std::function<bool(const std::vector<TokenId>&)> pred) {
+    std::lock_guard lock(mutex_);
+    row_fails_ = std::move(pred);
+  }
   // Called on the engine thread after each successful step.
   void set_after_step(std::function<void()> fn) {
     std::lock_guard lock(mutex_);
@@ -179,6 +196,8 @@ class FakeExecutor : public Executor {
   int copies_ = 0;
   int max_rows_seen_ = 0;
   int fail_steps_ = 0;
+  int throw_steps_ = 0;
+  std::function<bool(const std::vector<TokenId>&)> row_fails_;
   std::vector<int> row_counts_;
   std::function<void()> after_step_;
 };

@@ -1,4 +1,4 @@
-// `graft run` end to end: streams text and a summary; bad input is a clear error.
+// `graft run`, `graft bench` and `graft tokenize` end to end: output, and bad input as a clear error.
 #include <sys/wait.h>
 
 #include <array>
@@ -58,6 +58,27 @@ TEST(RunCommand, PromptLongerThanTheContextIsAClearError) {
   Output out = run_graft("run " + model() + " -p 'one two three four five six seven eight' -n 8 -c 8");
   EXPECT_EQ(out.status, 1) << out.text;
   EXPECT_NE(out.text.find("exceeds the context"), std::string::npos) << out.text;
+}
+
+TEST(BenchCommand, ARowListThatIsNotNumbersIsAClearError) {
+  for (const char* rows : {"abc", "1,x", "0", "1,99999999999"}) {
+    Output out = run_graft("bench " + model() + " --rows " + rows);
+    EXPECT_EQ(out.status, 1) << rows << ": " << out.text;
+    EXPECT_NE(out.text.find("--rows"), std::string::npos) << rows << ": " << out.text;
+    EXPECT_EQ(out.text.find("terminate"), std::string::npos) << rows << ": " << out.text;
+  }
+}
+
+TEST(TokenizeCommand, ReadsSpecialTokenTextLikeTheServerUnlessToldNotTo) {
+  // Qwen2's vocabulary: <|im_start|> is one control token (151644).
+  const std::string vocab = testing::bundle_vocab("qwen2");
+  Output parsed = run_graft("tokenize " + vocab + " '<|im_start|>user'");
+  EXPECT_EQ(parsed.status, 0) << parsed.text;
+  EXPECT_EQ(parsed.text.rfind("151644 ", 0), 0u) << parsed.text;
+  Output plain = run_graft("tokenize " + vocab + " --no-parse-special '<|im_start|>user'");
+  EXPECT_EQ(plain.status, 0) << plain.text;
+  EXPECT_EQ(plain.text.find("151644"), std::string::npos) << plain.text;
+  EXPECT_GT(plain.text.size(), parsed.text.size());
 }
 
 }  // namespace

@@ -38,10 +38,15 @@ TEST(Scheduler, RefusesRequestsThatCanNeverFit) {
   ASSERT_FALSE(too_long.ok());
   EXPECT_EQ(too_long.error().code, "context_length_exceeded");
   EXPECT_NE(too_long.error().message.find("256"), std::string::npos);
-  Status over_budget = s.check_fits(50, 60);
-  ASSERT_FALSE(over_budget.ok());
-  EXPECT_EQ(over_budget.error().code, "kv_budget_exceeded");
-  EXPECT_NE(over_budget.error().message.find("110"), std::string::npos);
+  // More KV than the budget: the context is cut to the budget, so a prompt
+  // that fits is admitted once the budget is free, and its answer is cut at the context.
+  EXPECT_EQ(s.config().n_ctx, 100);
+  EXPECT_TRUE(s.check_fits(50, 60).ok());
+  EXPECT_FALSE(s.check_fits(100, 1).ok());
+  s.enqueue(1, tokens(50), 60, {});
+  StepPlan plan = s.plan_step();
+  ASSERT_EQ(plan.admitted.size(), 1u);
+  EXPECT_EQ(s.reserved_tokens(), 100);
 }
 
 TEST(Scheduler, AdmitsInOrderWhileProjectedKvFits) {

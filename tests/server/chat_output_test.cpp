@@ -29,8 +29,8 @@ class ScriptedExecutor : public Executor {
                                                   int) override {
     return std::unique_ptr<RowSampler>(std::make_unique<Cursor>());
   }
-  Result<std::vector<GeneratedToken>> step(const Batch&, std::span<RowSampler* const> samplers) override {
-    std::vector<GeneratedToken> out;
+  Result<std::vector<RowResult>> step(const Batch&, std::span<RowSampler* const> samplers) override {
+    std::vector<RowResult> out;
     for (RowSampler* s : samplers) {
       auto* c = static_cast<Cursor*>(s);
       out.push_back(GeneratedToken{c->next < script_.size() ? script_[c->next++] : end_, 0.0f, {}});

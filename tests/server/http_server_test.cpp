@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "server/http_client.h"
 
 namespace graft::server {
@@ -194,6 +196,55 @@ TEST(HttpServer, TellsTheHandlerWhenTheClientLeavesMidStream) {
   for (int i = 0; i < 200 && s.disconnects == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(s.disconnects, 1);
   EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
+}
+
+TEST(HttpServer, FramesSseAsChunksOnHttp11AndAsAClosedBodyOnHttp10) {
+  TestServer s;
+  {
+    RawConnection c(s.port);
+    c.send(format_request("GET", "/events?2", ""));
+    std::string raw;
+    ASSERT_TRUE(c.read_until(raw, "0\r\n\r\n"));
+    EXPECT_NE(raw.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << raw;
+    EXPECT_NE(raw.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << raw;
+    EXPECT_NE(raw.find("Access-Control-Allow-Origin: *\r\n"), std::string::npos) << raw;
+    // Each event is one chunk: its size in hex, the event, CRLF.
+    const std::string event = "data: {\"i\":0}\n\n";
+    EXPECT_NE(raw.find(fmt::format("{:x}\r\n{}\r\n", event.size(), event)), std::string::npos) << raw;
+  }
+  {
+    RawConnection c(s.port);
+    c.send("GET /events?2 HTTP/1.0\r\nHost: x\r\n\r\n");
+    auto reply = c.read_reply();
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.header("transfer-encoding"), "");
+    EXPECT_EQ(reply.header("connection"), "close");
+    auto events = sse_payloads(reply.body);
+    ASSERT_EQ(events.size(), 3u) << reply.body;
+    EXPECT_EQ(events[2], "[DONE]");
+    EXPECT_TRUE(c.closed());
+  }
+}
+
+TEST(HttpServer, AnswersHeadWithoutABodyAndExpectContinue) {
+  TestServer s;
+  RawConnection c(s.port);
+  c.send("HEAD /items/7 HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string raw;
+  ASSERT_TRUE(c.read_until(raw, "\r\n\r\n"));
+  EXPECT_NE(raw.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << raw;
+  const size_t length = raw.find("Content-Length: ");
+  ASSERT_NE(length, std::string::npos) << raw;
+  EXPECT_GT(std::stoi(raw.substr(length + 16)), 0);
+  // No body follows: the next answer on the connection starts at once.
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  std::string more = raw.substr(raw.find("\r\n\r\n") + 4);
+  ASSERT_TRUE(c.read_until(more, "\r\n\r\n"));
+  EXPECT_EQ(more.rfind("HTTP/1.1 100 Continue\r\n", 0), 0u) << more;
+  c.send("hello");
+  auto reply = c.read_reply();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(json::parse(reply.body)["bytes"], 5);
 }
 
 TEST(HttpServer, ServesManyConnectionsThatOpenAndClose) {

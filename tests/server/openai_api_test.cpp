@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <sstream>
 #include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "server/http_client.h"
 #include "server/server.h"
@@ -42,10 +46,12 @@ class OpenAiApi : public ::testing::Test {
     server_options.http.port = 0;
     server_options.http.body_limit = 1 << 20;
     server_ = new Server(*model_, server_options);
-    server_->add_request_hook([](const RequestJson& body, GenerationRequest&) -> std::optional<ApiError> {
-      if (body.contains("reject_me")) return bad_request("'reject_me' is refused by a hook", "reject_me");
-      return std::nullopt;
-    });
+    server_->add_request_hook(
+        [](const RequestJson& body, GenerationRequest&) -> std::optional<ApiError> {
+          if (body.contains("reject_me")) return bad_request("'reject_me' is refused by a hook", "reject_me");
+          return std::nullopt;
+        },
+        {"reject_me", "tag"});
     server_->add_health_hook([](json& body) { body["extra"] = "from a hook"; });
     ASSERT_TRUE(server_->start().ok());
     port_ = server_->port();
@@ -331,6 +337,117 @@ TEST_F(OpenAiApi, RefusesBadInputAndKeepsServing) {
   expect_healthy();
   // Still generating.
   EXPECT_EQ(post_json("/v1/completions", completion("still", 2))["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(OpenAiApi, RefusesAToolChoiceItCannotHonour) {
+  json request = chat("What is the weather?");
+  request["tools"] = json::array(
+      {{{"type", "function"}, {"function", {{"name", "weather"}, {"parameters", json::object()}}}}});
+  for (json choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "weather"}}}}}) {
+    json r = request;
+    r["tool_choice"] = choice;
+    HttpReply reply = post("/v1/chat/completions", r);
+    ASSERT_EQ(reply.status, 400) << choice.dump() << " → " << reply.body;
+    json error = json::parse(reply.body)["error"];
+    EXPECT_EQ(error["param"], "tool_choice");
+    EXPECT_EQ(error["code"], "unsupported_value");
+    EXPECT_NE(error["message"].get<std::string>().find("not supported"), std::string::npos);
+  }
+  for (const char* choice : {"auto", "none"}) {
+    json r = request;
+    r["tool_choice"] = choice;
+    EXPECT_EQ(post("/v1/chat/completions", r).status, 200) << choice;
+  }
+}
+
+TEST_F(OpenAiApi, RefusesKnownFieldsItDoesNotImplementUnlessTheyAskForNothing) {
+  auto with = [](json extra) {
+    json r = chat("hi", 2);
+    for (auto& [key, value] : extra.items()) r[key] = value;
+    return r;
+  };
+  struct Case {
+    json extra;
+    const char* param;  // nullptr: accepted
+  };
+  const Case cases[] = {
+      {{{"grammar", "root ::= \"yes\""}}, "grammar"},
+      {{{"json_schema", {{"type", "object"}}}}, "json_schema"},
+      {{{"best_of", 3}}, "best_of"},
+      {{{"mirostat", 2}}, "mirostat"},
+      {{{"dry_multiplier", 0.8}, {"dry_base", 1.75}}, "dry_multiplier"},
+      {{{"cache_prompt", false}}, "cache_prompt"},
+      {{{"lora", {{{"id", 0}, {"scale", 1.0}}}}}, "lora"},
+      {{{"samplers", "kt"}}, "samplers"},
+      {{{"response_format", {{"type", "json_object"}}}}, "response_format"},
+      // The values that ask for nothing: what clients sending every option send.
+      {{{"grammar", ""},
+        {"mirostat", 0},
+        {"mirostat_tau", 5},
+        {"dry_multiplier", 0},
+        {"dry_base", 1.75},
+        {"cache_prompt", true},
+        {"best_of", 1},
+        {"n_probs", 0},
+        {"store", false}},
+       nullptr},
+  };
+  for (const Case& c : cases) {
+    HttpReply reply = post("/v1/chat/completions", with(c.extra));
+    if (!c.param) {
+      EXPECT_EQ(reply.status, 200) << c.extra.dump() << " → " << reply.body;
+      continue;
+    }
+    ASSERT_EQ(reply.status, 400) << c.extra.dump() << " → " << reply.body;
+    json error = json::parse(reply.body)["error"];
+    EXPECT_EQ(error["param"], c.param) << reply.body;
+    EXPECT_EQ(error["type"], "invalid_request_error");
+    EXPECT_TRUE(error["code"] == "unsupported_parameter" || error["code"] == "unsupported_value")
+        << reply.body;
+  }
+  expect_healthy();
+}
+
+TEST_F(OpenAiApi, LogsUnknownFieldsAtDebugLevel) {
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  auto logger = spdlog::default_logger();
+  const auto level = logger->level();
+  logger->sinks().push_back(sink);
+  logger->set_level(spdlog::level::debug);
+  json request = chat("hi", 2);
+  request["frobnicate"] = 7;
+  request["tag"] = "x";  // read by the fixture's hook: not unknown
+  HttpReply reply = post("/v1/chat/completions", request);
+  logger->set_level(level);
+  logger->sinks().pop_back();
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_NE(log.str().find("unknown field 'frobnicate'"), std::string::npos) << log.str();
+  EXPECT_EQ(log.str().find("unknown field 'max_tokens'"), std::string::npos) << log.str();
+  EXPECT_EQ(log.str().find("unknown field 'tag'"), std::string::npos) << log.str();
+}
+
+TEST_F(OpenAiApi, TypicalPAndXtcReachTheSampler) {
+  // Sampling over many candidates: two seeds give two different texts,
+  // unless a filter leaves one candidate per step.
+  auto text = [&](int seed, json extra) {
+    json r = completion("Pick some words:", 6);
+    r["temperature"] = 1.0;
+    r["top_k"] = 1000;
+    r["top_p"] = 1.0;
+    r["min_p"] = 0.0;
+    r["seed"] = seed;
+    for (auto& [key, value] : extra.items()) r[key] = value;
+    return post_json("/v1/completions", r)["choices"][0]["text"].get<std::string>();
+  };
+  ASSERT_NE(text(1, json::object()), text(2, json::object()));
+  const json typical = {{"typical_p", 0.0001}};
+  EXPECT_EQ(text(1, typical), text(2, typical));
+  const json xtc = {{"xtc_probability", 1.0}, {"xtc_threshold", 0.0}};
+  EXPECT_EQ(text(1, xtc), text(2, xtc));
+  json bad = completion("x");
+  bad["typical_p"] = 2;
+  expect_bad_request(bad, "typical_p", "/v1/completions");
 }
 
 TEST_F(OpenAiApi, ADisconnectedStreamIsCancelledAndFreesItsKv) {

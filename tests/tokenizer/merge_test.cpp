@@ -11,9 +11,9 @@
 #include "tokenizer/bundle_vocabs.h"
 #include "tokenizer/merge.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer/word_cache.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace graft {
 namespace {

@@ -4,9 +4,10 @@
 #include <set>
 #include <string>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
-#include "tokenizer/utf8.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace graft {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "tokenizer/bundle_vocabs.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace graft {
 namespace {

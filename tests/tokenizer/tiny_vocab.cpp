@@ -6,7 +6,8 @@
 
 #include "io/gguf_file.h"
 #include "testing/test_models.h"
-#include "tokenizer/utf8.h"
+#include "tokenizer/byte_level.h"
+#include "util/utf8.h"
 
 namespace graft::testing {
 

@@ -1,5 +1,5 @@
-// UTF-8 helpers for the tokenizer: validation, repair (invalid bytes become
-// U+FFFD), and the byte <-> character map of byte-level BPE vocabularies.
+// UTF-8, in one place for every layer: validation, repair (invalid bytes
+// become U+FFFD), character boundaries, and code point encoding.
 #pragma once
 
 #include <cstddef>
@@ -39,11 +39,24 @@ void append_codepoint(std::string& out, uint32_t cp);
 // Decodes the well-formed sequence at s[i] (callers check sequence_length first).
 uint32_t decode_at(std::string_view s, size_t i, size_t len);
 
-// GPT-2 byte-level BPE writes every byte as a printable character: printable
-// Latin-1 bytes as themselves, the others as U+0100 + n. byte_to_codepoint
-// gives that character; codepoint_to_byte inverts it (-1 for any other
-// character).
-uint32_t byte_to_codepoint(uint8_t byte);
-int codepoint_to_byte(uint32_t cp);
+// A byte that continues a character (10xxxxxx), never one that starts one.
+constexpr bool is_continuation(char byte) {
+  return (static_cast<uint8_t>(byte) & 0xC0) == 0x80;
+}
+
+// Where the character holding s[pos] starts (pos itself at a character's
+// start or at the end of s). Looks back at most three bytes.
+size_t char_start(std::string_view s, size_t pos);
+
+// One past the character starting at s[i]: its lead byte and the
+// continuation bytes that follow (loosely: any run of them).
+size_t next_char(std::string_view s, size_t i);
+
+// The length of the longest prefix of s[0, n) that does not end inside a
+// character, so that a piece cut mid-character is never passed on half.
+size_t whole_prefix(std::string_view s, size_t n);
+
+// Characters in s, counting every byte that is not a continuation byte.
+size_t count_chars(std::string_view s);
 
 }  // namespace graft::utf8

@@ -1,14 +1,8 @@
-#include "tokenizer/utf8.h"
-
-#include <array>
+#include "util/utf8.h"
 
 namespace graft::utf8 {
 
 namespace {
-
-bool is_continuation(uint8_t b) {
-  return (b & 0xC0) == 0x80;
-}
 
 // The allowed range of the second byte for a lead byte (Unicode table 3-7);
 // the lead byte is assumed to start a 2..4 byte sequence.
@@ -43,7 +37,7 @@ size_t sequence_length(std::string_view s, size_t i) {
   const auto b1 = static_cast<uint8_t>(s[i + 1]);
   if (b1 < lo || b1 > hi) return 0;
   for (size_t k = 2; k < n; ++k) {
-    if (!is_continuation(static_cast<uint8_t>(s[i + k]))) return 0;
+    if (!is_continuation(s[i + k])) return 0;
   }
   return n;
 }
@@ -60,7 +54,7 @@ bool is_incomplete_prefix(std::string_view s, size_t i) {
     if (b1 < lo || b1 > hi) return false;
   }
   for (size_t k = 2; k < have; ++k) {
-    if (!is_continuation(static_cast<uint8_t>(s[i + k]))) return false;
+    if (!is_continuation(s[i + k])) return false;
   }
   return true;
 }
@@ -132,46 +126,31 @@ uint32_t decode_at(std::string_view s, size_t i, size_t len) {
   }
 }
 
-namespace {
-
-bool is_printable_latin1(int b) {
-  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+size_t char_start(std::string_view s, size_t pos) {
+  const size_t limit = pos >= 3 ? pos - 3 : 0;
+  size_t start = pos;
+  while (start > limit && start < s.size() && is_continuation(s[start])) --start;
+  return start < s.size() && is_continuation(s[start]) ? pos : start;
 }
 
-struct ByteMap {
-  std::array<uint32_t, 256> to_cp{};
-  ByteMap() {
-    uint32_t next = 256;
-    for (int b = 0; b < 256; ++b) to_cp[b] = is_printable_latin1(b) ? static_cast<uint32_t>(b) : next++;
-  }
-};
-
-const ByteMap& byte_map() {
-  static const ByteMap map;
-  return map;
+size_t next_char(std::string_view s, size_t i) {
+  ++i;
+  while (i < s.size() && is_continuation(s[i])) ++i;
+  return i;
 }
 
-}  // namespace
-
-uint32_t byte_to_codepoint(uint8_t byte) {
-  return byte_map().to_cp[byte];
+size_t whole_prefix(std::string_view s, size_t n) {
+  if (n == 0) return 0;
+  const size_t start = char_start(s, n - 1);
+  const auto lead = static_cast<uint8_t>(s[start]);
+  const size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return n - start < length ? start : n;
 }
 
-int codepoint_to_byte(uint32_t cp) {
-  if (cp < 256) return is_printable_latin1(static_cast<int>(cp)) ? static_cast<int>(cp) : -1;
-  if (cp < 256 + 68) {
-    // The non-printable bytes, in order, took U+0100 onwards.
-    static const auto inverse = [] {
-      std::array<int, 68> inv{};
-      int n = 0;
-      for (int b = 0; b < 256; ++b) {
-        if (!is_printable_latin1(b)) inv[n++] = b;
-      }
-      return inv;
-    }();
-    return inverse[cp - 256];
-  }
-  return -1;
+size_t count_chars(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += is_continuation(c) ? 0 : 1;
+  return n;
 }
 
 }  // namespace graft::utf8
