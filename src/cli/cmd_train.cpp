@@ -184,7 +184,7 @@ void run_train(CLI::App* cmd, TrainCliOptions& o) {
       o.c.scale = o.alpha / double(std::max(1, o.c.rank));
     }
     if (!o.targets.empty()) {
-      auto targets = parse_target_list(o.targets);
+      auto targets = parse_train_targets(o.targets);
       if (!targets) fail(o.json, targets.error(), {});
       o.c.targets = *targets;
     }

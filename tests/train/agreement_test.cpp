@@ -11,6 +11,7 @@
 #include "engine/forward.h"
 #include "engine/kv_cache.h"
 #include "engine/sampler.h"
+#include "train/config.h"
 #include "train/fixtures.h"
 #include "train/lora_params.h"
 #include "train/train_graph.h"
@@ -27,7 +28,7 @@ void check_agreement(const std::string& arch) {
   const ModelConfig& c = (*model)->config();
   std::vector<int> layers(size_t(c.n_layer));
   std::iota(layers.begin(), layers.end(), 0);
-  auto params = LoraParams::create(c, 8, layers, {kAllLoraTargets.begin(), kAllLoraTargets.end()});
+  auto params = LoraParams::create(c, 8, layers, {kTrainTargets.begin(), kTrainTargets.end()});
   ASSERT_TRUE(params);
   (*params)->init(5);
   // A trained adapter has B != 0: give it values.

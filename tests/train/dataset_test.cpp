@@ -67,6 +67,26 @@ TEST(TrainData, CompletionCountsTheCompletionAndEndOfSequence) {
   EXPECT_EQ(all.target[0], 0);
 }
 
+TEST(TrainData, CompletionContinuesThePromptAsServingReadsIt) {
+  // SentencePiece puts a space in front of a text: the completion's tokens
+  // are those that follow the prompt's in the whole text, without that space.
+  auto file = GgufFile::open(testing::bundle_vocab("llama-spm"));
+  ASSERT_TRUE(file);
+  auto spm = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(spm) << spm.error().message;
+  const ExampleEncoder enc(*spm, template_file("Qwen-Qwen3-0.6B"), EncodeOptions{});
+  const TrainExample e =
+      encode(enc, R"({"prompt": "Code table south:", "completion": " king fish"})", "completion");
+  auto whole = (*spm)->encode("Code table south: king fish", /*add_special=*/true, /*parse_special=*/false);
+  ASSERT_TRUE(whole);
+  whole->push_back((*spm)->eos());
+  EXPECT_EQ(e.tokens, *whole);
+  std::string targets;
+  for (size_t i = 0; i + 1 < e.tokens.size(); ++i)
+    if (e.target[i]) targets += (*spm)->token_bytes(e.tokens[i]);
+  EXPECT_EQ(targets, " king fish");
+}
+
 TEST(TrainData, TextCountsEveryToken) {
   const TrainExample e = encode(encoder(), R"({"text": "hello world, hello"})", "text");
   EXPECT_EQ(e.target[0], 0);

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "adapters/targets.h"
+#include "train/config.h"
 #include "train/fixtures.h"
 #include "train/lora_params.h"
 #include "train/train_graph.h"
@@ -40,7 +41,7 @@ Trained make_setup(const std::string& path, int threads, bool checkpoint = false
   const ModelConfig& c = s.model->config();
   std::vector<int> layers(size_t(c.n_layer));
   std::iota(layers.begin(), layers.end(), 0);
-  auto params = LoraParams::create(c, 4, layers, {kAllLoraTargets.begin(), kAllLoraTargets.end()});
+  auto params = LoraParams::create(c, 4, layers, {kTrainTargets.begin(), kTrainTargets.end()});
   EXPECT_TRUE(params) << params.error().message;
   s.params = std::move(*params);
   s.params->init(7);
