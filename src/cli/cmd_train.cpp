@@ -184,7 +184,7 @@ void run_train(CLI::App* cmd, TrainCliOptions& o) {
       o.c.scale = o.alpha / double(std::max(1, o.c.rank));
     }
     if (!o.targets.empty()) {
-      auto targets = parse_target_list(o.targets);
+      auto targets = parse_train_targets(o.targets);
       if (!targets) fail(o.json, targets.error(), {});
       o.c.targets = *targets;
     }
@@ -209,6 +209,19 @@ void run_train(CLI::App* cmd, TrainCliOptions& o) {
 }
 
 }  // namespace
+
+void report_train_usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App* train = app.get_subcommand("train");
+  if (train->parsed() && train->count("--json") > 0) {
+    const nlohmann::json event = {{"type", "error"},
+                                  {"code", "invalid_argument"},
+                                  {"message", e.what()},
+                                  {"file", nlohmann::json()},
+                                  {"line", nlohmann::json()}};
+    std::fputs((event.dump() + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  }
+}
 
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainCliOptions>();

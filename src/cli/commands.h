@@ -18,5 +18,8 @@ void add_fit_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_pull_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+// `graft train --json` with options CLI11 cannot parse: the error event the
+// job runner reads (CLI11 then prints its own message and exit status).
+void report_train_usage_error(const CLI::App& app, const CLI::ParseError& e);
 
 }  // namespace graft::cli

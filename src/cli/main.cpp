@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
+    graft::cli::report_train_usage_error(app, e);
     return app.exit(e);
   }
   return 0;

@@ -49,6 +49,22 @@ Status TrainConfig::validate(const ModelConfig& m) const {
   return {};
 }
 
+Result<std::vector<LoraTarget>> parse_train_targets(std::string_view text) {
+  const bool group = text == "all" || text == "attn" || text == "mlp";
+  GRAFT_TRY(std::vector<LoraTarget> parsed, parse_target_list(text));
+  std::vector<LoraTarget> out;
+  for (LoraTarget t : parsed) {
+    if (std::find(kTrainTargets.begin(), kTrainTargets.end(), t) != kTrainTargets.end()) {
+      out.push_back(t);
+    } else if (!group) {
+      return errorf("invalid_argument",
+                    "graft does not train '{}' (trained targets: q, k, v, o, gate, up, down)",
+                    gguf_target_name(t));
+    }
+  }
+  return out;
+}
+
 int TrainConfig::seq_limit(const ModelConfig& m) const {
   return m.n_ctx_train > 0 ? std::min(max_seq_length, m.n_ctx_train) : max_seq_length;
 }
@@ -61,10 +77,8 @@ std::vector<int> TrainConfig::layers(const ModelConfig& m) const {
 }
 
 std::vector<LoraTarget> TrainConfig::target_list() const {
-  // "all" (and no choice) is every projection the trainer's models have.
-  const bool all = std::equal(targets.begin(), targets.end(), kAllLoraTargets.begin(), kAllLoraTargets.end());
-  if (!targets.empty() && !all) return targets;
-  return {kDenseLoraTargets.begin(), kDenseLoraTargets.end()};
+  if (!targets.empty()) return targets;
+  return {kTrainTargets.begin(), kTrainTargets.end()};
 }
 
 double TrainConfig::lr_at(int step, int total) const {
@@ -142,9 +156,10 @@ const std::map<std::string, Setter>& setters() {
        [](TrainConfig& c, const nlohmann::json& v) {
          c.targets.clear();
          for (const auto& t : v) {
-           auto target = parse_target(t.get<std::string>());
-           if (!target) throw std::invalid_argument("unknown target '" + t.get<std::string>() + "'");
-           c.targets.push_back(*target);
+           auto target = parse_train_targets(t.get<std::string>());
+           if (!target || target->size() != 1)
+             throw std::invalid_argument("unknown target '" + t.get<std::string>() + "'");
+           c.targets.push_back(target->front());
          }
        }},
       {"learning_rate", field(&TrainConfig::learning_rate)},

@@ -3,9 +3,11 @@
 // adapter's graft_adapter.json record them (JSON both ways).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +17,17 @@
 #include "util/result.h"
 
 namespace graft {
+
+// The projections graft trains: attention and MLP (linear-attention layers
+// are not trained).
+inline constexpr std::array<LoraTarget, 7> kTrainTargets = {
+    LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,   LoraTarget::attn_output,
+    LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down,
+};
+
+// --targets: "all", "attn", "mlp" (the trained projections of each group) or
+// a comma-separated list of q, k, v, o, gate, up, down (either naming).
+Result<std::vector<LoraTarget>> parse_train_targets(std::string_view text);
 
 struct TrainConfig {
   // What to train on and where the result goes.

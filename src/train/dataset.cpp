@@ -20,6 +20,19 @@ Result<std::vector<int32_t>> ExampleEncoder::tokenize(const std::string& text) c
   return tokenizer_->encode(text, /*add_special=*/false, /*parse_special=*/true);
 }
 
+Result<std::vector<int32_t>> ExampleEncoder::continuation(const std::string& before,
+                                                          const std::string& text) const {
+  if (before.empty()) return tokenize(text);
+  GRAFT_TRY(const std::vector<int32_t> head, tokenize(before));
+  GRAFT_TRY(std::vector<int32_t> whole, tokenize(before + text));
+  if (whole.size() >= head.size() && std::equal(head.begin(), head.end(), whole.begin())) {
+    whole.erase(whole.begin(), whole.begin() + long(head.size()));
+    return whole;
+  }
+  // A token spans the boundary: the two parts are tokenized apart.
+  return tokenize(text);
+}
+
 namespace {
 
 // Appends tokens, marking them as targets or not.
@@ -96,13 +109,13 @@ Result<TrainExample> ExampleEncoder::encode_chat(const ChatJson& line) const {
   }
   size_t at = 0;
   for (auto [begin, end] : spans) {
-    GRAFT_TRY(auto prompt, tokenize(full.substr(at, begin - at)));
+    GRAFT_TRY(auto prompt, continuation(full.substr(0, at), full.substr(at, begin - at)));
     append(e, prompt, !options_.mask_prompt);
-    GRAFT_TRY(auto answer, tokenize(full.substr(begin, end - begin)));
+    GRAFT_TRY(auto answer, continuation(full.substr(0, begin), full.substr(begin, end - begin)));
     append(e, answer, true);
     at = end;
   }
-  GRAFT_TRY(auto rest, tokenize(full.substr(at)));
+  GRAFT_TRY(auto rest, continuation(full.substr(0, at), full.substr(at)));
   append(e, rest, !options_.mask_prompt);
   return e;
 }
@@ -130,7 +143,8 @@ Result<TrainExample> ExampleEncoder::encode_line(const std::string& text, std::s
     if (bos >= 0) append(e, {bos}, false);
     GRAFT_TRY(auto prompt, tokenize(line["prompt"].get<std::string>()));
     append(e, prompt, !options_.mask_prompt);
-    GRAFT_TRY(auto completion, tokenize(line["completion"].get<std::string>()));
+    GRAFT_TRY(auto completion,
+              continuation(line["prompt"].get<std::string>(), line["completion"].get<std::string>()));
     append(e, completion, true);
     if (eos >= 0) append(e, {eos}, true);
   } else if (line.contains("text")) {

@@ -76,6 +76,10 @@ class ExampleEncoder {
  private:
   Result<TrainExample> encode_chat(const ChatJson& line) const;
   Result<std::vector<int32_t>> tokenize(const std::string& text) const;
+  // The tokens `text` adds after `before` when the two are read as one text
+  // (as serving reads a prompt and then writes on): a continuation, with no
+  // space in front where SentencePiece would put one at a text's start.
+  Result<std::vector<int32_t>> continuation(const std::string& before, const std::string& text) const;
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const ChatTemplate> template_;

@@ -26,15 +26,12 @@ std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget ta
       return {c.n_embd, c.n_ff};
     case LoraTarget::ffn_down:
       return {c.n_ff, c.n_embd};
-    case LoraTarget::attn_qkv:
-      return {c.n_embd, c.ssm.conv_dim()};
+    case LoraTarget::attn_qkv:  // linear-attention projections: not trained (kTrainTargets)
     case LoraTarget::attn_gate:
-      return {c.n_embd, c.ssm.inner};
     case LoraTarget::ssm_alpha:
     case LoraTarget::ssm_beta:
-      return {c.n_embd, c.ssm.n_v_heads};
     case LoraTarget::ssm_out:
-      return {c.ssm.inner, c.n_embd};
+      break;
   }
   return {0, 0};
 }
@@ -68,9 +65,8 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
       pair.layer = layer;
       pair.target = target;
       std::tie(pair.n_in, pair.n_out) = projection_shape(config, target);
-      if (pair.n_in == 0) {
-        return errorf("invalid_argument", "graft cannot train {} projections", lora_target_name(target));
-      }
+      if (pair.n_in == 0)
+        return errorf("invalid_argument", "graft does not train '{}'", lora_target_name(target));
       auto make = [&](int64_t ne0, int64_t ne1, const char* what) {
         ggml_tensor* t = ggml_new_tensor_2d(p->ctx_, GGML_TYPE_F32, ne0, ne1);
         ggml_set_name(t, pair_name(pair, what).c_str());

@@ -67,7 +67,7 @@ Result<std::unique_ptr<Model>> load_base(const std::string& path) {
     GRAFT_TRY(std::unique_ptr<Model> model, Model::load(path, options));
     if (model->config().has_recurrent_layers()) {
       return errorf("unsupported_model",
-                    "{}: graft cannot train hybrid recurrent models ({}) yet, only attention-only ones", path,
+                    "{}: graft cannot train models with linear-attention (recurrent) layers such as {}", path,
                     model->config().arch);
     }
     const ModelWeights& w = model->weights();
@@ -285,8 +285,9 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
       step_tokens += batch.n_tokens;
     }
     if (c.grad_clip > 0.0) {
-      const double norm = s.params->grad_norm();
-      if (norm > c.grad_clip) s.params->scale_grads(float(c.grad_clip / norm));
+      // As PyTorch's clip_grad_norm_ scales.
+      const double factor = c.grad_clip / (s.params->grad_norm() + 1e-6);
+      if (factor < 1.0) s.params->scale_grads(float(factor));
     }
     const double lr = c.lr_at(step, s.total_steps);
     AdamWStep adam;
