@@ -11,12 +11,12 @@
 # Targets (issue 4): decode >= 0.97x, prefill >= 0.95x, 8 rows >= 1.0x; for the qwen35
 # model (BENCH_ARCH=qwen35, issue 17) all three >= 1.0x.
 # Env: GRAFT, LLAMA_BIN, MODEL (or BENCH_ARCH=qwen35 for the hybrid model), THREADS, ROUNDS (default 2),
-# REPS (default 3).
+# REPS (default 3), ROWS (batched decode rows, default 1,2,4,8,16).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-2}
 REPS=${REPS:-3}
-ROWS=1,2,4,8,16
+ROWS=${ROWS:-1,2,4,8,16}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
