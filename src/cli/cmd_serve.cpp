@@ -6,8 +6,10 @@
 #include "cli/commands.h"
 #include "cli/paths.h"
 #include "server/routes_adapters.h"
+#include "server/routes_jobs.h"
 #include "server/server.h"
 #include "util/log.h"
+#include "util/priority.h"
 
 namespace graft::cli {
 
@@ -31,6 +33,11 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  int train_jobs = 1;
+  std::string train_nice = "19";
+  int train_threads = 0;
+  int train_retries = 2;
+  double max_upload_mib = 512;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -76,6 +83,18 @@ void serve(ServeArgs args) {
   if (!adapters) fail(adapters.error().message);
   std::unique_ptr<server::AdapterService> adapter_service = std::move(*adapters);
 
+  server::TrainingOptions training_options;
+  training_options.model_path = fs::absolute(args.model);
+  training_options.trainer = {fs::read_symlink("/proc/self/exe").string(), "train"};
+  training_options.max_jobs = args.train_jobs;
+  training_options.priority = *parse_cpu_priority(args.train_nice);
+  training_options.threads = args.train_threads;
+  training_options.max_retries = args.train_retries;
+  training_options.max_upload = static_cast<size_t>(args.max_upload_mib * 1024 * 1024);
+  auto training = server::TrainingService::create(*served, training_options, adapter_service.get());
+  if (!training) fail(training.error().message);
+  std::unique_ptr<server::TrainingService> training_service = std::move(*training);
+
   server::ServerOptions server_options;
   server_options.http.host = args.host;
   server_options.http.port = args.port;
@@ -84,17 +103,19 @@ void serve(ServeArgs args) {
   server_options.api_key = args.api_key;
   auto server = std::make_unique<server::Server>(*served, server_options);
   adapter_service->install(*server);
+  training_service->install(*server);
   Status started = server->start();
   if (!started) fail(started.error().message);
 
   const EngineConfig& engine = served->engine().config();
   const EngineStats stats = served->engine().stats();
-  std::fprintf(stderr,
-               "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
-               "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
-               served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
-               static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
-               options.threads, args.api_key.empty() ? "" : ", API key required");
+  std::fprintf(
+      stderr,
+      "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
+      "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
+      served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
+      static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
+      options.threads, args.api_key.empty() ? "" : ", API key required");
   const AdapterSelection forced = adapter_service->mounted().default_selection();
   if (!forced.none()) {
     std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
@@ -104,8 +125,9 @@ void serve(ServeArgs args) {
   server->wait();
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
-  adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
-  served.reset();  // the engine ends what is left before the HTTP side goes
+  training_service.reset();  // running training jobs pause, and resume at the next start
+  adapter_service.reset();   // after the HTTP side stopped, while the engine still runs
+  served.reset();            // the engine ends what is left before the HTTP side goes
   server.reset();
 }
 
@@ -115,29 +137,38 @@ void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   cmd->add_option("model", args->model, "GGUF model file (default: a small demo model with random weights)");
-  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--ctx", args->ctx,
-                  "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
-                  "8192)")
+  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option(
+         "--ctx", args->ctx,
+         "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
+         "8192)")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--parallel", args->parallel, "Requests generated at once; more wait in a queue")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--kv-budget", args->kv_budget,
-                  "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
-                  "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
-                  "parallel request, if memory allows)");
+  cmd->add_option(
+      "--kv-budget", args->kv_budget,
+      "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
+      "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
+      "parallel request, if memory allows)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");
   cmd->add_option("--adapter-dir", args->adapter_dirs,
                   "Another folder of LoRA adapters (repeatable), searched after the user's adapter store");
-  cmd->add_option("--force-adapter", args->force_adapter,
-                  "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
-                  "that names none; a request may still ask for \"none\"");
-  cmd->add_option("--alias", args->model_id, "Model name in /v1/models and responses (default: the file name)");
+  cmd->add_option(
+      "--force-adapter", args->force_adapter,
+      "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
+      "that names none; a request may still ask for \"none\"");
+  cmd->add_option("--alias", args->model_id,
+                  "Model name in /v1/models and responses (default: the file name)");
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));
@@ -154,6 +185,24 @@ void add_serve_command(CLI::App& app) {
          "wants a core, which keeps /health quickest but lets any other program slow generation")
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
+  cmd->add_option("--train-jobs", args->train_jobs, "Training jobs run at once; more wait in a queue")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  cmd->add_option(
+         "--train-nice", args->train_nice,
+         "Niceness of training jobs (0-19, or idle): above --compute-nice, serving keeps the cores it "
+         "needs and training gets the rest")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
+  cmd->add_option("--train-threads", args->train_threads, "Threads of each training job (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--train-retries", args->train_retries,
+                  "Times a crashed training job is restarted from its last checkpoint before it fails")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--max-upload", args->max_upload_mib, "Largest file upload (POST /v1/files) in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 65536.0));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
   cmd->callback([args] { serve(*args); });
 }

@@ -1,11 +1,7 @@
 #include "server/routes_adapters.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 #include <future>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -16,28 +12,6 @@
 namespace graft::server {
 
 namespace {
-
-// graft's error codes (util/result.h) as HTTP statuses.
-int http_status(const std::string& code) {
-  if (code == "not_found") return 404;
-  if (code == "forbidden") return 403;
-  if (code == "in_use" || code == "conflict") return 409;
-  if (code == "invalid_argument" || code == "invalid_adapter" || code == "incompatible_adapter") return 400;
-  return 500;
-}
-
-ApiError api_error(const Error& error, std::string param = {}) {
-  ApiError e;
-  e.status = http_status(error.code);
-  e.message = error.message;
-  e.param = std::move(param);
-  e.code = error.code;
-  if (e.status == 404) e.type = "not_found_error";
-  if (e.status == 403) e.type = "permission_error";
-  if (e.status == 409) e.type = "conflict_error";
-  if (e.status >= 500) e.type = "server_error";
-  return e;
-}
 
 json loaded_json(const LoadedAdapter& a, const AdapterSelection& default_selection) {
   bool is_default = false;
@@ -81,55 +55,12 @@ json available_json(const AvailableAdapter& a, const Compatibility& c, bool load
 
 }  // namespace
 
-// One background thread for the slow work (reading adapter files, waiting for
-// the engine thread), so the HTTP threads never wait on it.
-struct AdapterService::Worker {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::function<void()>> jobs;
-  bool stopping = false;
-  std::thread thread;
-
-  Worker() : thread([this] { run(); }) {}
-  ~Worker() {
-    {
-      std::lock_guard lock(mutex);
-      stopping = true;
-    }
-    wake.notify_all();
-    thread.join();
-  }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mutex);
-      jobs.push_back(std::move(job));
-    }
-    wake.notify_one();
-  }
-  void run() {
-    std::unique_lock lock(mutex);
-    for (;;) {
-      wake.wait(lock, [&] { return stopping || !jobs.empty(); });
-      if (jobs.empty()) return;  // stopping, and every job done
-      auto job = std::move(jobs.front());
-      jobs.pop_front();
-      lock.unlock();
-      try {
-        job();
-      } catch (const std::exception& e) {
-        GRAFT_LOG_ERROR("adapter job failed: {}", e.what());
-      }
-      lock.lock();
-    }
-  }
-};
-
 AdapterService::AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base)
     : model_(model),
       options_(std::move(options)),
       store_(AdapterStore::with_user_store({options_.adapter_dirs.begin(), options_.adapter_dirs.end()})),
       mounted_(std::make_unique<MountedAdapters>(std::move(base))),
-      worker_(std::make_unique<Worker>()) {}
+      worker_(std::make_unique<Worker>("adapter job")) {}
 
 AdapterService::~AdapterService() {
   worker_.reset();
@@ -203,6 +134,19 @@ ApiError AdapterService::explain_selection_error(const std::string& spec, const 
         "adapter", "adapter_not_loaded");
   }
   return bad_request(error.message, "adapter", "adapter_not_loaded");
+}
+
+void AdapterService::load_in_background(std::string id, std::function<void(const Status&)> done) {
+  worker_->post([this, id = std::move(id), done = std::move(done)] {
+    Status status;
+    if (auto adapter = store_.find(id); !adapter) {
+      status = adapter.error();
+    } else if (auto loaded = mounted_->load(*adapter, [this](const LoraWeights& w) { return mount(w); });
+               !loaded) {
+      status = loaded.error();
+    }
+    if (done) done(status);
+  });
 }
 
 void AdapterService::install(Server& server) {

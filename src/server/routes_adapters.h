@@ -17,6 +17,7 @@
 #include "adapters/mounted.h"
 #include "adapters/store.h"
 #include "server/server.h"
+#include "server/worker.h"
 
 namespace graft::server {
 
@@ -39,11 +40,13 @@ class AdapterService {
   // Adds the routes, the request hook and the /health and /stats hooks.
   void install(Server& server);
 
+  // Loads an adapter of the store by id on the adapter thread; `done` (there) gets the outcome.
+  void load_in_background(std::string id, std::function<void(const Status&)> done);
+
   const AdapterStore& store() const { return store_; }
   MountedAdapters& mounted() { return *mounted_; }
 
  private:
-  struct Worker;
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
   Result<int> mount(const LoraWeights& weights);

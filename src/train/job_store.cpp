@@ -256,19 +256,20 @@ Result<FileRecord> JobStore::file(std::string_view id) {
   });
 }
 
-Result<Page<FileRecord>> JobStore::list_files(std::string_view after, int limit) {
+Result<Page<FileRecord>> JobStore::list_files(std::string_view after, int limit, bool oldest_first) {
   return guarded([&]() -> Result<Page<FileRecord>> {
     std::lock_guard lock(mutex_);
-    int64_t before = INT64_MAX;
+    int64_t from = oldest_first ? 0 : INT64_MAX;
     if (!after.empty()) {
       Statement s = db_->prepare("SELECT seq FROM files WHERE id = ?");
       s.bind(1, after);
       if (!s.step()) return errorf("not_found", "no file '{}'", after);
-      before = s.int64(0);
+      from = s.int64(0);
     }
     Statement s = db_->prepare(std::string("SELECT ") + kFileColumns +
-                               " FROM files WHERE seq < ? ORDER BY seq DESC LIMIT ?");
-    s.bind(1, before).bind(2, limit + 1);
+                               (oldest_first ? " FROM files WHERE seq > ? ORDER BY seq LIMIT ?"
+                                             : " FROM files WHERE seq < ? ORDER BY seq DESC LIMIT ?"));
+    s.bind(1, from).bind(2, limit + 1);
     Page<FileRecord> page;
     while (s.step()) page.items.push_back(read_file_row(s));
     page.has_more = static_cast<int>(page.items.size()) > limit;

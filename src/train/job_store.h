@@ -119,8 +119,8 @@ class JobStore {
   // Files.
   Status add_file(const FileRecord& file);
   Result<FileRecord> file(std::string_view id);
-  // Newest first; after: a file id (the page starts after it).
-  Result<Page<FileRecord>> list_files(std::string_view after, int limit);
+  // Newest first (or oldest first); after: a file id (the page starts after it).
+  Result<Page<FileRecord>> list_files(std::string_view after, int limit, bool oldest_first = false);
   // Removes the record ("conflict" while an active job uses the file) and returns it.
   Result<FileRecord> remove_file(std::string_view id);
 
