@@ -143,8 +143,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return on_read_error(ec);
     auto& req = parser_->get();
     std::string_view target(req.target().data(), req.target().size());
-    body_limit_ = router_->body_limit(std::string_view(req.method_string().data(), req.method_string().size()),
-                                      target.substr(0, target.find('?')), options_.body_limit);
+    body_limit_ =
+        router_->body_limit(std::string_view(req.method_string().data(), req.method_string().size()),
+                            target.substr(0, target.find('?')), options_.body_limit);
     parser_->body_limit(body_limit_);
     auto length = parser_->content_length();
     if (length && *length > body_limit_) {
@@ -365,9 +366,8 @@ void SessionExchange::send_event(std::string payload) {
             [s = session_, serial = serial_, p = std::move(payload)] { s->send_event(serial, p); });
 }
 void SessionExchange::send_event_with_id(std::string id, std::string payload) {
-  net::post(session_->executor(), [s = session_, serial = serial_, i = std::move(id), p = std::move(payload)] {
-    s->send_event(serial, p, i);
-  });
+  net::post(session_->executor(), [s = session_, serial = serial_, i = std::move(id),
+                                   p = std::move(payload)] { s->send_event(serial, p, i); });
 }
 void SessionExchange::end_events() {
   net::post(session_->executor(), [s = session_, serial = serial_] { s->end_events(serial); });

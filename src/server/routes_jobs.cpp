@@ -229,7 +229,11 @@ void TrainingService::create_job(HttpRequest& http, std::shared_ptr<Exchange> ex
     context.model_path = options_.model_path;
     context.find_file = [this](const std::string& id) { return store_->file(id); };
     context.adapter_exists = [this](const std::string& id) {
-      return AdapterStore({options_.adapter_store}).find(id).ok();
+      // Anything by that name where the adapter would land, or an adapter the server knows.
+      std::error_code ec;
+      const fs::path& store = options_.adapter_store;
+      if (fs::exists(store / id, ec) || fs::exists(store / (id + ".gguf"), ec)) return true;
+      return adapters_ && adapters_->store().find(id).ok();
     };
     JobSpec spec;
     if (auto error = read_fine_tuning_request(*body, context, spec)) return exchange->send_error(*error);

@@ -17,8 +17,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+const char* state_phrase(JobStatus status) {
+  switch (status) {
+    case JobStatus::validating_files:
+      return "is validating its files";
+    case JobStatus::queued:
+      return "is queued";
+    case JobStatus::running:
+      return "is running";
+    case JobStatus::paused:
+      return "is paused";
+    case JobStatus::succeeded:
+      return "has succeeded";
+    case JobStatus::failed:
+      return "has failed";
+    case JobStatus::cancelled:
+      return "was cancelled";
+  }
+  return "";
+}
+
 Status conflict(const JobRecord& job, std::string_view action) {
-  return errorf("conflict", "job {} is {}: it cannot be {}", job.id, status_name(job.status), action);
+  return errorf("conflict", "job {} {}: it cannot be {}", job.id, state_phrase(job.status), action);
 }
 
 // Whether a live process is this job's trainer (and not a stranger that got its pid).
@@ -147,7 +167,8 @@ Result<JobRecord> JobRunner::create(JobSpec spec, std::string adapter_id) {
   job.created_at = unix_now();
   job.spec = std::move(spec);
   job.status = JobStatus::validating_files;
-  job.adapter_id = std::move(adapter_id);
+  job.adapter_id =
+      adapter_id.empty() ? "ft-" + job.id.substr(job.id.find('-') + 1, 12) : std::move(adapter_id);
   job.work_dir = options_.jobs_dir / job.id;
   JobChanges changes;
   changes.events.push_back(message_event("Created fine-tuning job: " + job.id));

@@ -52,6 +52,7 @@ class JobRunner {
   JobRunner& operator=(const JobRunner&) = delete;
 
   // Records a new job (validating_files) and queues it once its files check out.
+  // An empty adapter_id becomes "ft-" and part of the job id.
   Result<JobRecord> create(JobSpec spec, std::string adapter_id);
   // "conflict" when the job's status does not allow it.
   Result<JobRecord> cancel(const std::string& id);
