@@ -12,9 +12,9 @@
 #include <map>
 
 #include "adapters/targets.h"
-#include "io/prefault.h"
 #include "io/gguf_file.h"
 #include "io/mmap.h"
+#include "io/prefault.h"
 #include "util/log.h"
 
 namespace graft {

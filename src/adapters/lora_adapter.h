@@ -57,7 +57,7 @@ struct AdapterDescription {
 // An adapter's weights as read from its file.
 struct LoraAdapter {
   LoraScaling scaling;
-  std::vector<LoraPair> pairs;  // sorted by layer, then target
+  std::vector<LoraPair> pairs;          // sorted by layer, then target
   std::shared_ptr<const void> sources;  // keeps the pairs' sources (WeightsAs::in_place) alive
 };
 

@@ -86,7 +86,6 @@ class MountedAdapters {
   // default selection). Nothing changes on error.
   Status unload(std::string_view id, const UnmountFn& unmount);
 
-
   std::vector<LoadedAdapter> list() const;  // sorted by id
   std::optional<LoadedAdapter> find(std::string_view id) const;
 

@@ -151,7 +151,8 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     if (k == 0) out[k++] = n - 1;  // nothing asked for: compute one row, return none
   }
   for (size_t i = 0; i < placement.windows.size(); ++i) {
-    cache_.fill_mask(batch, placement.windows[i], static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+    cache_.fill_mask(batch, placement.windows[i],
+                     static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
   }
   if (g.lora) {
     const LoraSet& lora = model_.lora();

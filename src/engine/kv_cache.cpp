@@ -278,7 +278,8 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
       const int merged_end = std::max(w.cell_begin + w.n_cells, end);
       // This row's run: the rest of its sequence's rows that follow.
       int run = 1;
-      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq) ++run;
+      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq)
+        ++run;
       const bool same_seq = batch.rows[size_t(r - 1)].seq == batch.rows[size_t(r)].seq;
       const int64_t apart = cost(w.n_rows, w.n_cells) + cost(run, end - begin) + kWindowCost;
       const int64_t together = cost(w.n_rows + run, merged_end - merged_begin);

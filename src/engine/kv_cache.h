@@ -75,8 +75,8 @@ class KvCache {
   // the longest free run. So sequences stay compact.
   // On error nothing changed.
   struct Placement {
-    std::vector<int64_t> cells;  // per row
-    int n_kv = 0;                // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<int64_t> cells;   // per row
+    int n_kv = 0;                 // 1 + the highest cell in use, padded: every cell any row may see
     std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);

@@ -56,7 +56,7 @@ std::vector<float> to_floats(const LoraSource& source);
 
 struct LoraWeights {
   std::vector<LoraPair> pairs;
-  float scale = 1.0f;  // alpha / rank (llama.cpp: alpha ? alpha / rank : 1)
+  float scale = 1.0f;                   // alpha / rank (llama.cpp: alpha ? alpha / rank : 1)
   std::shared_ptr<const void> sources;  // keeps the pairs' sources alive
 };
 
@@ -122,10 +122,10 @@ class LoraSet {
   std::vector<Stack> stacks_;  // per (layer, target)
   ggml_context* ctx_ = nullptr;
   ggml_backend_buffer_t buffer_ = nullptr;
-  uint8_t* memory_ = nullptr;  // the stacks' reserved memory: slot s at memory_ + s * slot_bytes_
-  size_t slot_bytes_ = 0;        // whole huge pages
-  size_t slot_used_bytes_ = 0;   // of which the matrices fill this many
-  void* mapped_ = nullptr;       // what to munmap
+  uint8_t* memory_ = nullptr;   // the stacks' reserved memory: slot s at memory_ + s * slot_bytes_
+  size_t slot_bytes_ = 0;       // whole huge pages
+  size_t slot_used_bytes_ = 0;  // of which the matrices fill this many
+  void* mapped_ = nullptr;      // what to munmap
   size_t mapped_bytes_ = 0;
   uint64_t version_ = 0;
   std::vector<float> scratch_;  // one source's floats when it is not in the stacks' type

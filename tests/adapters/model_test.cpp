@@ -110,7 +110,8 @@ TEST(AdaptersOnModel, WeightsReadInPlaceMountAsFloatsDo) {
   for (const Case& c : cases) {
     const bool peft = fs::is_directory(c.path);
     auto floats = peft ? read_peft(c.path) : read_gguf_lora(c.path);
-    auto in_place = peft ? read_peft(c.path, WeightsAs::in_place) : read_gguf_lora(c.path, WeightsAs::in_place);
+    auto in_place =
+        peft ? read_peft(c.path, WeightsAs::in_place) : read_gguf_lora(c.path, WeightsAs::in_place);
     ASSERT_TRUE(floats.ok() && in_place.ok()) << c.name;
     ASSERT_TRUE(in_place->sources) << c.name;
     EXPECT_TRUE(in_place->pairs[0].a.empty()) << c.name << ": read into floats, not in place";
@@ -124,7 +125,8 @@ TEST(AdaptersOnModel, WeightsReadInPlaceMountAsFloatsDo) {
       const LoraSet::Stack got = from_file.stack(p.layer, p.target);
       ASSERT_TRUE(want.a && got.a);
       // Slot 0, where each set mounted it.
-      const size_t a_bytes = size_t(want.a->ne[1]) * want.a->nb[1], b_bytes = size_t(want.b->ne[1]) * want.b->nb[1];
+      const size_t a_bytes = size_t(want.a->ne[1]) * want.a->nb[1],
+                   b_bytes = size_t(want.b->ne[1]) * want.b->nb[1];
       EXPECT_EQ(std::memcmp(want.a->data, got.a->data, a_bytes), 0) << c.name << " lora_a";
       EXPECT_EQ(std::memcmp(want.b->data, got.b->data, b_bytes), 0) << c.name << " lora_b";
     }
