@@ -38,6 +38,7 @@ struct ServeArgs {
   int train_threads = 0;
   int train_retries = 2;
   double max_upload_mib = 512;
+  std::vector<std::string> train_data_dirs;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -91,6 +92,7 @@ void serve(ServeArgs args) {
   training_options.threads = args.train_threads;
   training_options.max_retries = args.train_retries;
   training_options.max_upload = static_cast<size_t>(args.max_upload_mib * 1024 * 1024);
+  training_options.data_dirs.assign(args.train_data_dirs.begin(), args.train_data_dirs.end());
   auto training = server::TrainingService::create(*served, training_options, adapter_service.get());
   if (!training) fail(training.error().message);
   std::unique_ptr<server::TrainingService> training_service = std::move(*training);
@@ -200,6 +202,8 @@ void add_serve_command(CLI::App& app) {
                   "Times a crashed training job is restarted from its last checkpoint before it fails")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
+  cmd->add_option("--train-data-dir", args->train_data_dirs,
+                  "A folder whose data files POST /v1/files/inspect may read by path (repeatable)");
   cmd->add_option("--max-upload", args->max_upload_mib, "Largest file upload (POST /v1/files) in MiB")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 65536.0));

@@ -168,18 +168,8 @@ void read_all(const RequestJson& body, const FineTuningContext& context, JobSpec
   }
 
   if (const RequestJson* lora = find(body, "lora")) {
-    if (!lora->is_object()) fail("lora", "'lora' must be an object of training parameters");
-    for (auto it = lora->begin(); it != lora->end(); ++it) {
-      const json value = json::parse(it.value().dump());
-      if (auto why = check_trainer_param(it.key(), value)) fail("lora." + it.key(), "lora: " + *why);
-      spec.lora[it.key()] = value;
-    }
-    if (spec.lora.contains("iters") && spec.n_epochs) {
-      fail("lora.iters", "give the length of training once: 'lora.iters' or 'n_epochs'");
-    }
-    if (spec.lora.contains("alpha") && spec.lora.contains("scale")) {
-      fail("lora.scale", "give 'lora.alpha' or 'lora.scale', not both");
-    }
+    if (!lora->is_object()) fail("lora", "'lora' must be an object of training settings");
+    spec.lora = json::parse(lora->dump());
   }
 
   if (const RequestJson* auto_load = find(body, "auto_load")) {
@@ -204,6 +194,11 @@ void read_all(const RequestJson& body, const FineTuningContext& context, JobSpec
       fail("integrations", "graft has no integrations (such as wandb): leave 'integrations' out");
     }
   }
+
+  // The settings together, as `graft train` checks them against the model.
+  std::string param;
+  auto config = job_train_config(spec, context.model_config, &param);
+  if (!config) fail(param, config.error().message);
 }
 
 }  // namespace

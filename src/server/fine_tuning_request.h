@@ -1,7 +1,7 @@
 // The body of POST /v1/fine_tuning/jobs: OpenAI's fields (model,
 // training_file, validation_file, suffix, seed, hyperparameters or
 // method.supervised.hyperparameters, metadata, integrations) and graft's own
-// (lora: every trainer option; auto_load). An unknown field or a wrong value
+// (lora: the trainer's settings, train/job_spec.h; auto_load). An unknown field or a wrong value
 // is a 400 naming it (lora fields as "lora.<name>"); an unknown file id is a 404.
 #pragma once
 
@@ -18,6 +18,7 @@ namespace graft::server {
 struct FineTuningContext {
   std::string served_model;  // the only model jobs may name
   fs::path model_path;
+  const ModelConfig* model_config = nullptr;  // to check settings against (rank <= width, ...)
   std::function<Result<FileRecord>(const std::string& id)> find_file;
   std::function<bool(const std::string& adapter_id)> adapter_exists;  // in the store already
 };

@@ -112,7 +112,8 @@ TrainingService::TrainingService(ServedModel& model, TrainingOptions options, Ad
     : model_(model),
       options_(std::move(options)),
       adapters_(adapters),
-      worker_(std::make_unique<Worker>("job route")) {}
+      worker_(std::make_unique<Worker>("job route")),
+      inspect_worker_(std::make_unique<Worker>("dataset inspection")) {}
 
 Result<std::unique_ptr<TrainingService>> TrainingService::create(ServedModel& model, TrainingOptions options,
                                                                  AdapterService* adapters) {
@@ -163,6 +164,13 @@ Result<std::unique_ptr<TrainingService>> TrainingService::create(ServedModel& mo
   runner.stop_grace = o.stop_grace;
   TrainingService* self = service.get();
   runner.on_succeeded = [self](const JobRecord& job) { self->auto_load(job); };
+  runner.check_data = [self](const fs::path& path, DataLocation* where) -> Status {
+    EncodeOptions encode;
+    encode.max_seq_length = TrainConfig{}.seq_limit(self->model_.model().config());
+    auto dataset = self->read_dataset(path, encode, where);
+    if (!dataset) return dataset.error();
+    return {};
+  };
   GRAFT_TRY(service->runner_, JobRunner::start(*service->store_, std::move(runner)));
   return service;
 }
@@ -171,8 +179,18 @@ TrainingService::~TrainingService() {
   if (store_) store_->unsubscribe_all();
   runner_.reset();  // running jobs pause (and resume at the next start)
   if (store_) store_->unsubscribe_all();
+  inspect_worker_.reset();
   worker_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Result<Dataset> TrainingService::read_dataset(const fs::path& path, const EncodeOptions& options,
+                                              DataLocation* where) const {
+  // The served model's template is the trainer's: the model's own, else ChatML.
+  std::shared_ptr<const ChatTemplate> chat_template(std::shared_ptr<const ChatTemplate>(),
+                                                    &model_.chat_template());
+  const ExampleEncoder encoder(model_.tokenizer(), chat_template, options);
+  return encoder.load(path, where);
 }
 
 void TrainingService::auto_load(const JobRecord& job) {
@@ -204,9 +222,9 @@ void TrainingService::install(Server& server) {
       e.message = why;
       exchange->send_error(e);
     };
-    for (const char* route : {"/v1/files", "/v1/files/{id}", "/v1/files/{id}/content", "/v1/fine_tuning/jobs",
-                              "/v1/fine_tuning/jobs/{id}", "/v1/fine_tuning/jobs/{id}/events",
-                              "/v1/fine_tuning/jobs/{id}/checkpoints"}) {
+    for (const char* route : {"/v1/files", "/v1/files/{id}", "/v1/files/inspect", "/v1/files/{id}/content",
+                              "/v1/fine_tuning/jobs", "/v1/fine_tuning/jobs/{id}",
+                              "/v1/fine_tuning/jobs/{id}/events", "/v1/fine_tuning/jobs/{id}/checkpoints"}) {
       router.add("GET", route, refuse);
       router.add("POST", route, refuse);
       router.add("DELETE", route, refuse);
@@ -227,6 +245,7 @@ void TrainingService::create_job(HttpRequest& http, std::shared_ptr<Exchange> ex
     FineTuningContext context;
     context.served_model = model_.id();
     context.model_path = options_.model_path;
+    context.model_config = &model_.model().config();
     context.find_file = [this](const std::string& id) { return store_->file(id); };
     context.adapter_exists = [this](const std::string& id) {
       // Anything by that name where the adapter would land, or an adapter the server knows.

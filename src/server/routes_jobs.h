@@ -16,7 +16,6 @@
 #pragma once
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +37,7 @@ struct TrainingOptions {
   int threads = 0;                   // the trainers' --threads (0: theirs)
   int max_retries = 2;               // trainer crashes retried per job
   size_t max_upload = size_t{512} << 20;
+  std::vector<fs::path> data_dirs;              // folders whose files /v1/files/inspect may read by path
   std::chrono::milliseconds stop_grace{30000};  // a stopping trainer is killed after this
 };
 
@@ -68,6 +68,8 @@ class TrainingService {
   void create_job(HttpRequest& http, std::shared_ptr<Exchange> exchange);
   void stream_events(HttpRequest& http, std::shared_ptr<Exchange> exchange);
   void auto_load(const JobRecord& job);
+  // Reads a data file as the trainer will (every line's shape, tokens).
+  Result<Dataset> read_dataset(const fs::path& path, const EncodeOptions& options, DataLocation* where) const;
 
   ServedModel& model_;
   TrainingOptions options_;
@@ -76,7 +78,8 @@ class TrainingService {
   int lock_fd_ = -1;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<FileStore> files_;
-  std::unique_ptr<Worker> worker_;  // route work that touches the disk or the store
+  std::unique_ptr<Worker> worker_;          // route work that touches the disk or the store
+  std::unique_ptr<Worker> inspect_worker_;  // reading whole datasets, which takes longer
   std::unique_ptr<JobRunner> runner_;
 };
 

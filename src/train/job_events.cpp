@@ -137,25 +137,12 @@ void on_error(const json& ev, JobRecord& job, JobChanges& changes, TrainerOutcom
   outcome.failed = true;
   const std::string file = text(ev, "file");
   const int64_t line = integer(ev, "line");
-  JobError error;
-  error.code = text(ev, "code").empty() ? "training_failed" : text(ev, "code");
-  // Users know their files by id, not by where graft keeps them.
-  error.message = replace_all(text(ev, "message"), job.spec.training_path.string(), job.spec.training_file);
-  if (!job.spec.validation_path.empty()) {
-    error.message = replace_all(error.message, job.spec.validation_path.string(), job.spec.validation_file);
-  }
+  JobError error = data_error(job.spec, text(ev, "code").empty() ? "training_failed" : text(ev, "code"),
+                              text(ev, "message"), file, line);
   if (error.message.empty()) error.message = "graft train reported an error";
-  if (line > 0 && error.message.find(fmt::format("line {}", line)) == std::string::npos) {
-    error.message += fmt::format(" (line {})", line);
-  }
-  if (!file.empty() && file == job.spec.training_path.string()) error.param = "training_file";
-  if (!file.empty() && !job.spec.validation_path.empty() && file == job.spec.validation_path.string()) {
-    error.param = "validation_file";
-  }
-  changes.events.push_back(message_event("Job failed: " + error.message, "error",
-                                         {{"code", error.code},
-                                          {"file", file.empty() ? json(nullptr) : json(file)},
-                                          {"line", line > 0 ? json(line) : json(nullptr)}}));
+  changes.events.push_back(
+      message_event("Job failed: " + error.message, "error",
+                    {{"code", error.code}, {"line", line > 0 ? json(line) : json(nullptr)}}));
   if (job.status == JobStatus::cancelled) return;  // the user's cancel stands
   job.status = JobStatus::failed;
   job.finished_at = unix_now();
@@ -164,6 +151,39 @@ void on_error(const json& ev, JobRecord& job, JobChanges& changes, TrainerOutcom
 }
 
 }  // namespace
+
+JobError data_error(const JobSpec& spec, std::string code, const std::string& message,
+                    const std::string& file, int64_t line) {
+  JobError error{std::move(code), message, ""};
+  std::string id;
+  if (!file.empty() && file == spec.training_path.string()) {
+    error.param = "training_file";
+    id = spec.training_file;
+  } else if (!file.empty() && !spec.validation_path.empty() && file == spec.validation_path.string()) {
+    error.param = "validation_file";
+    id = spec.validation_file;
+  }
+  std::string rest = replace_all(message, spec.training_path.string(), spec.training_file);
+  if (!spec.validation_path.empty())
+    rest = replace_all(rest, spec.validation_path.string(), spec.validation_file);
+  if (error.param.empty()) {
+    error.message = rest;
+    if (line > 0 && rest.find(fmt::format("line {}", line)) == std::string::npos) {
+      error.message += fmt::format(" (line {})", line);
+    }
+    return error;
+  }
+  // "<id>:17: what" or "<id>: what" → "training_file <id>, line 17: what".
+  for (const std::string& prefix : {fmt::format("{}:{}: ", id, line), id + ": "}) {
+    if (rest.rfind(prefix, 0) == 0) {
+      rest = rest.substr(prefix.size());
+      break;
+    }
+  }
+  error.message = line > 0 ? fmt::format("{} {}, line {}: {}", error.param, id, line, rest)
+                           : fmt::format("{} {}: {}", error.param, id, rest);
+  return error;
+}
 
 JobEvent message_event(std::string message, std::string level, json data) {
   JobEvent e;

@@ -19,6 +19,12 @@ struct TrainerOutcome {
   bool failed = false;                // it reported an error (recorded in the job)
 };
 
+// An error about a job's data in the user's terms: the request field and the
+// file id instead of where graft keeps the file, and the line ("training_file
+// file-…, line 17: …"). `file` is the path the error came with ("" if none).
+JobError data_error(const JobSpec& spec, std::string code, const std::string& message,
+                    const std::string& file, int64_t line);
+
 // An event with a message (type "message").
 JobEvent message_event(std::string message, std::string level = "info", json data = nullptr);
 

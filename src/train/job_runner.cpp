@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "train/job_process.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/priority.h"
 
 namespace graft {
 
@@ -185,22 +187,33 @@ Result<JobRecord> JobRunner::create(JobSpec spec, std::string adapter_id) {
 }
 
 void JobRunner::validate(const JobRecord& job) {
-  Status ok = check_file(store_, job.spec.training_file, job.spec.training_path, "training_file");
-  const char* param = "training_file";
-  if (ok && !job.spec.validation_file.empty()) {
-    ok = check_file(store_, job.spec.validation_file, job.spec.validation_path, "validation_file");
-    param = "validation_file";
-  }
+  std::optional<JobError> error;
+  auto check = [&](const std::string& id, const fs::path& path, const char* param) {
+    if (error || id.empty()) return;
+    if (Status same = check_file(store_, id, path, param); !same) {
+      error = JobError{same.error().code, same.error().message, param};
+      return;
+    }
+    if (!options_.check_data) return;
+    DataLocation where;
+    if (Status readable = options_.check_data(path, &where); !readable) {
+      error = data_error(job.spec, readable.error().code, readable.error().message,
+                         where.file.empty() ? path.string() : where.file, where.line);
+      if (error->param.empty()) error->param = param;
+    }
+  };
+  check(job.spec.training_file, job.spec.training_path, "training_file");
+  check(job.spec.validation_file, job.spec.validation_path, "validation_file");
   auto updated = store_.update_job(job.id, [&](JobRecord& j, JobChanges& changes) -> Status {
     if (j.status != JobStatus::validating_files) return {};
-    if (ok) {
+    if (!error) {
       j.status = JobStatus::queued;
       changes.events.push_back(message_event("Files validated, moving job to queued state"));
     } else {
       j.status = JobStatus::failed;
       j.finished_at = unix_now();
-      j.error = JobError{ok.error().code, ok.error().message, param};
-      changes.events.push_back(message_event("Job failed: " + ok.error().message, "error"));
+      j.error = error;
+      changes.events.push_back(message_event("Job failed: " + error->message, "error"));
     }
     return {};
   });
@@ -208,6 +221,10 @@ void JobRunner::validate(const JobRecord& job) {
 }
 
 void JobRunner::control_loop() {
+  // Checking data takes CPU: at the trainers' priority, below serving.
+  if (int err = lower_cpu_priority(0, options_.priority); err != 0) {
+    GRAFT_LOG_WARN("cannot lower the job runner's priority: {}", std::strerror(err));
+  }
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait_for(lock, std::chrono::seconds(5), [&] { return stopping_ || dirty_; });

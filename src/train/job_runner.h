@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "train/dataset.h"
 #include "train/job_store.h"
 
 namespace graft {
@@ -38,6 +39,10 @@ struct RunnerOptions {
   int max_retries = 2;               // crashes of one job's trainer that are retried
   std::chrono::milliseconds poll_interval{50};
   std::chrono::milliseconds stop_grace{30000};  // SIGTERM, then SIGKILL after this
+  // Checks a data file before its job queues (every line's shape, as the
+  // trainer reads it): an error names the line in *where. Null: only the
+  // trainer checks. Runs on the runner's thread, at the trainers' priority.
+  std::function<Status(const fs::path& file, DataLocation* where)> check_data;
   // Called (on a runner thread) after a job succeeded.
   std::function<void(const JobRecord&)> on_succeeded;
 };

@@ -9,109 +9,152 @@ namespace graft {
 
 namespace {
 
-// The trainer's learning rate when a job names none (learning_rate_multiplier scales it).
-constexpr double kDefaultLearningRate = 1e-5;
+// TrainConfig's names that a job sets through its own fields.
+const char* const kSetElsewhere[] = {"model", "data", "valid", "adapter_id", "seed", "batch_size", "epochs"};
 
-using Kind = TrainerParam::Kind;
+// Other names "lora" takes for a setting: the CLI's (--warmup) and the short
+// forms the web page and the issue use.
+const std::pair<const char*, const char*> kAliases[] = {{"warmup", "warmup_steps"},
+                                                        {"grad_accum", "grad_accumulation"}};
+
+// The TrainConfig name of a "lora" field (itself unless an alias).
+std::string canonical(const std::string& name) {
+  for (const auto& [alias, setting] : kAliases) {
+    if (name == alias) return setting;
+  }
+  return name;
+}
+
+// Every setting of a default TrainConfig: its JSON name and the type of its value.
+const json& defaults() {
+  static const json d = to_json(TrainConfig{});
+  return d;
+}
+
+std::string value_text(const json& value) {
+  std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
+bool integral(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                   v.get<double>() == std::floor(v.get<double>()));
+}
+
+// Why a "lora" value has the wrong type for its setting, or "".
+std::string type_problem(const std::string& name, const json& value) {
+  const json& like = name == "mask_prompt" ? json(true) : defaults().at(canonical(name));
+  if (like.is_boolean() && !value.is_boolean()) return "must be true or false";
+  if (like.is_number_integer() && (!value.is_number() || !integral(value))) return "must be an integer";
+  if (like.is_number_float() && !value.is_number()) return "must be a number";
+  if (like.is_string() && !value.is_string()) return "must be a string";
+  if (like.is_array()) {
+    if (!value.is_array() || value.empty()) return "must be a non-empty list";
+    for (const json& item : value) {
+      if (!item.is_string()) return "must be a list of names";
+    }
+  }
+  return "";
+}
+
+// The API field a `graft train` option stands for ("--rank" → "lora.rank").
+std::string param_of_flag(const std::string& flag, const JobSpec& spec) {
+  std::string name = flag.substr(2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (name == "epochs") return "hyperparameters.n_epochs";
+  if (name == "batch_size") return "hyperparameters.batch_size";
+  if (name == "learning_rate" && !spec.lora.contains("learning_rate") && spec.learning_rate_multiplier) {
+    return "hyperparameters.learning_rate_multiplier";
+  }
+  // The field as the request named it (an alias or the setting's own name).
+  const std::string setting = canonical(name);
+  for (auto it = spec.lora.begin(); it != spec.lora.end(); ++it) {
+    if (canonical(it.key()) == setting) return "lora." + it.key();
+  }
+  return "lora." + setting;
+}
 
 std::string number_text(double value) {
   return fmt::format("{}", value);
 }
 
-std::string value_text(const json& value) {
-  std::string text = value.dump();
-  return text.size() > 40 ? text.substr(0, 40) + "…" : text;
-}
-
 }  // namespace
 
-const std::vector<TrainerParam>& trainer_params() {
-  static const std::vector<TrainerParam> params = {
-      {"rank", "--rank", Kind::integer, 1, 1024, {}, "LoRA rank"},
-      {"alpha", "--alpha", Kind::number, 1e-6, 1e6, {}, "LoRA alpha (scale = alpha / rank)"},
-      {"scale", "--scale", Kind::number, 1e-6, 1e6, {}, "LoRA scale (instead of alpha)"},
-      {"dropout", "--dropout", Kind::number, 0, 0.99, {}, "dropout on the LoRA input"},
-      {"num_layers", "--num-layers", Kind::integer, -1, 4096, {}, "train the last N layers (-1: all)"},
-      {"targets",
-       "--targets",
-       Kind::list,
-       0,
-       0,
-       {"q", "k", "v", "o", "gate", "up", "down"},
-       "projections that get LoRA"},
-      {"learning_rate", "--learning-rate", Kind::number, 1e-12, 1, {}, "peak learning rate"},
-      {"lr_schedule", "--lr-schedule", Kind::choice, 0, 0, {"constant", "cosine"}, "learning-rate schedule"},
-      {"warmup", "--warmup", Kind::integer, 0, 1e9, {}, "warm-up steps"},
-      {"weight_decay", "--weight-decay", Kind::number, 0, 1, {}, "AdamW weight decay"},
-      {"beta1", "--beta1", Kind::number, 0, 0.999999, {}, "AdamW beta1"},
-      {"beta2", "--beta2", Kind::number, 0, 0.999999, {}, "AdamW beta2"},
-      {"grad_clip", "--grad-clip", Kind::number, 0, 1e6, {}, "clip the gradient norm (0: off)"},
-      {"iters", "--iters", Kind::integer, 1, 1e9, {}, "optimizer steps (instead of n_epochs)"},
-      {"grad_accum", "--grad-accum", Kind::integer, 1, 1024, {}, "batches per optimizer step"},
-      {"max_seq_length", "--max-seq-length", Kind::integer, 8, 1 << 20, {}, "longer examples are truncated"},
-      {"save_every", "--save-every", Kind::integer, 1, 1e9, {}, "checkpoint every N steps"},
-      {"val_every", "--val-every", Kind::integer, 1, 1e9, {}, "validate every N steps"},
-      {"val_batches", "--val-batches", Kind::integer, -1, 1e9, {}, "batches per validation (-1: all)"},
-      {"grad_checkpoint", "--grad-checkpoint", Kind::boolean, 0, 0, {}, "recompute activations in backward"},
-      {"mask_prompt", "--mask-prompt", Kind::boolean, 0, 0, {}, "loss on the answer only"},
-  };
-  return params;
+const std::vector<std::string>& lora_fields() {
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> names;
+    for (auto it = defaults().begin(); it != defaults().end(); ++it) {
+      if (std::find(std::begin(kSetElsewhere), std::end(kSetElsewhere), it.key()) ==
+          std::end(kSetElsewhere)) {
+        names.push_back(it.key());
+      }
+    }
+    for (const auto& [alias, setting] : kAliases) names.push_back(alias);
+    return names;
+  }();
+  return fields;
 }
 
-std::optional<std::string> check_trainer_param(std::string_view name, const json& value) {
-  const auto& params = trainer_params();
-  auto it = std::find_if(params.begin(), params.end(), [&](const TrainerParam& p) { return p.name == name; });
-  if (it == params.end()) {
-    std::string known;
-    for (const TrainerParam& p : params) known += (known.empty() ? "" : ", ") + p.name;
-    return fmt::format("unknown training parameter '{}' (known: {})", name, known);
+Result<TrainConfig> job_train_config(const JobSpec& spec, const ModelConfig* model, std::string* param) {
+  auto refuse = [&](const std::string& field, std::string message) -> Error {
+    if (param) *param = field;
+    return make_error("invalid_argument", std::move(message));
+  };
+  const auto& known = lora_fields();
+  json settings = json::object();
+  for (auto it = spec.lora.begin(); it != spec.lora.end(); ++it) {
+    const std::string& name = it.key();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      if (name == "batch_size" || name == "epochs") {
+        return refuse("lora." + name, fmt::format("'lora.{}': give it as hyperparameters.{}", name,
+                                                  name == "epochs" ? "n_epochs" : name));
+      }
+      return refuse("lora." + name, fmt::format("unknown training setting 'lora.{}' (known: {})", name,
+                                                fmt::join(known, ", ")));
+    }
+    if (std::string why = type_problem(name, it.value()); !why.empty()) {
+      return refuse("lora." + name, fmt::format("'lora.{}' {} (got {})", name, why, value_text(it.value())));
+    }
+    if (name == "alpha") continue;
+    const std::string setting = canonical(name);
+    if (settings.contains(setting)) {
+      return refuse("lora." + name,
+                    fmt::format("'lora.{}' sets '{}', which another field of 'lora' sets too: give one", name,
+                                setting));
+    }
+    if (auto alone = train_config_from_json(json{{setting, it.value()}}); !alone) {
+      return refuse("lora." + name, fmt::format("'lora.{}': {}", name, alone.error().message));
+    }
+    settings[setting] = it.value();
   }
-  const TrainerParam& p = *it;
-  switch (p.kind) {
-    case Kind::integer:
-    case Kind::number: {
-      const bool integral =
-          value.is_number_integer() || (value.is_number_float() && std::isfinite(value.get<double>()) &&
-                                        std::floor(value.get<double>()) == value.get<double>());
-      if (!value.is_number() || (p.kind == Kind::integer && !integral)) {
-        return fmt::format("'{}' must be {} (got {})", name,
-                           p.kind == Kind::integer ? "an integer" : "a number", value_text(value));
+  if (spec.lora.contains("alpha") && spec.lora.contains("scale")) {
+    return refuse("lora.scale", "give 'lora.alpha' or 'lora.scale', not both (scale = alpha / rank)");
+  }
+  if (spec.lora.contains("iters") && spec.n_epochs) {
+    return refuse("lora.iters",
+                  "give the length of training once: 'lora.iters' or 'hyperparameters.n_epochs'");
+  }
+  auto parsed = train_config_from_json(settings);
+  if (!parsed) return refuse("lora", parsed.error().message);
+  TrainConfig c = std::move(*parsed);
+  if (spec.lora.contains("alpha")) c.scale = spec.lora["alpha"].get<double>() / std::max(1, c.rank);
+  if (spec.n_epochs) c.epochs = static_cast<int>(*spec.n_epochs);
+  if (spec.batch_size) c.batch_size = static_cast<int>(*spec.batch_size);
+  if (spec.learning_rate_multiplier) c.learning_rate *= *spec.learning_rate_multiplier;
+  c.seed = static_cast<uint64_t>(spec.seed);
+  if (model) {
+    if (Status valid = c.validate(*model); !valid) {
+      std::string message = valid.error().message;
+      std::string field = "lora";
+      if (message.rfind("--", 0) == 0) {
+        const std::string flag = message.substr(0, message.find_first_of(" :"));
+        field = param_of_flag(flag, spec);
+        message = field + message.substr(flag.size());
       }
-      const double x = value.get<double>();
-      if (!std::isfinite(x) || x < p.min || x > p.max) {
-        return fmt::format("'{}' must be between {} and {} (got {})", name, number_text(p.min),
-                           number_text(p.max), value_text(value));
-      }
-      return std::nullopt;
-    }
-    case Kind::boolean:
-      if (!value.is_boolean())
-        return fmt::format("'{}' must be true or false (got {})", name, value_text(value));
-      return std::nullopt;
-    case Kind::choice: {
-      const bool ok = value.is_string() && std::find(p.choices.begin(), p.choices.end(),
-                                                     value.get<std::string>()) != p.choices.end();
-      if (!ok)
-        return fmt::format("'{}' must be one of {} (got {})", name, fmt::join(p.choices, ", "),
-                           value_text(value));
-      return std::nullopt;
-    }
-    case Kind::list: {
-      if (!value.is_array() || value.empty()) {
-        return fmt::format("'{}' must be a non-empty list of {} (got {})", name, fmt::join(p.choices, ", "),
-                           value_text(value));
-      }
-      for (const json& item : value) {
-        if (!item.is_string() ||
-            std::find(p.choices.begin(), p.choices.end(), item.get<std::string>()) == p.choices.end()) {
-          return fmt::format("'{}' has an unknown item {}: the items are {}", name, value_text(item),
-                             fmt::join(p.choices, ", "));
-        }
-      }
-      return std::nullopt;
+      return refuse(field, message);
     }
   }
-  return std::nullopt;
+  return c;
 }
 
 json to_json(const JobSpec& spec) {
@@ -171,56 +214,41 @@ std::vector<std::string> fresh_run_arguments(const JobSpec& spec, const std::str
                                    job_dir.string(),
                                    "--seed",
                                    std::to_string(spec.seed)};
-  if (!spec.validation_path.empty()) {
-    args.push_back("--valid");
-    args.push_back(spec.validation_path.string());
-  }
-  if (spec.n_epochs) {
-    args.push_back("--epochs");
-    args.push_back(std::to_string(*spec.n_epochs));
-  }
-  if (spec.batch_size) {
-    args.push_back("--batch-size");
-    args.push_back(std::to_string(*spec.batch_size));
-  }
-  for (const TrainerParam& p : trainer_params()) {
-    auto it = spec.lora.find(p.name);
-    if (it == spec.lora.end()) continue;
-    const json& v = *it;
-    switch (p.kind) {
-      case Kind::integer:
-        args.push_back(p.flag);
-        args.push_back(std::to_string(static_cast<int64_t>(v.get<double>())));
-        break;
-      case Kind::number:
-        if (p.name == "learning_rate" && spec.learning_rate_multiplier) break;  // written below
-        args.push_back(p.flag);
-        args.push_back(number_text(v.get<double>()));
-        break;
-      case Kind::boolean:
-        if (p.name == "mask_prompt") {
-          args.push_back(v.get<bool>() ? "--mask-prompt" : "--no-mask-prompt");
-        } else if (v.get<bool>()) {
-          args.push_back(p.flag);
-        }
-        break;
-      case Kind::choice:
-        args.push_back(p.flag);
-        args.push_back(v.get<std::string>());
-        break;
-      case Kind::list: {
-        std::vector<std::string> items = v.get<std::vector<std::string>>();
-        args.push_back(p.flag);
-        args.push_back(fmt::format("{}", fmt::join(items, ",")));
-        break;
+  auto option = [&](std::string flag, std::string value) {
+    args.push_back(std::move(flag));
+    args.push_back(std::move(value));
+  };
+  if (!spec.validation_path.empty()) option("--valid", spec.validation_path.string());
+  if (spec.n_epochs) option("--epochs", std::to_string(*spec.n_epochs));
+  if (spec.batch_size) option("--batch-size", std::to_string(*spec.batch_size));
+  for (auto it = spec.lora.begin(); it != spec.lora.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    std::string flag = "--" + name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (canonical(name) == "warmup_steps") flag = "--warmup";
+    if (canonical(name) == "grad_accumulation") flag = "--grad-accumulation";
+    if (name == "learning_rate" && spec.learning_rate_multiplier) continue;  // written below
+    if (v.is_boolean()) {
+      if (name == "mask_prompt") {
+        args.push_back(v.get<bool>() ? "--mask-prompt" : "--no-mask-prompt");
+      } else if (v.get<bool>()) {
+        args.push_back(flag);
       }
+    } else if (v.is_array()) {
+      option(flag, fmt::format("{}", fmt::join(v.get<std::vector<std::string>>(), ",")));
+    } else if (v.is_string()) {
+      option(flag, v.get<std::string>());
+    } else if (integral(v) && defaults().at(canonical(name)).is_number_integer()) {
+      option(flag, std::to_string(static_cast<int64_t>(v.get<double>())));
+    } else {
+      option(flag, number_text(v.get<double>()));
     }
   }
   if (spec.learning_rate_multiplier) {
-    const double base =
-        spec.lora.contains("learning_rate") ? spec.lora["learning_rate"].get<double>() : kDefaultLearningRate;
-    args.push_back("--learning-rate");
-    args.push_back(number_text(base * *spec.learning_rate_multiplier));
+    const double base = spec.lora.contains("learning_rate") ? spec.lora["learning_rate"].get<double>()
+                                                            : TrainConfig{}.learning_rate;
+    option("--learning-rate", number_text(base * *spec.learning_rate_multiplier));
   }
   return args;
 }

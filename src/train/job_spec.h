@@ -1,6 +1,7 @@
 // What a training job trains: the accepted request (OpenAI's fine-tuning
-// fields plus graft's "lora" object), with every value checked, and how it
-// becomes a `graft train --json` command line.
+// fields plus graft's "lora" object of trainer settings), checked as
+// `graft train` checks its options, and the `graft train --json` command
+// line that runs it.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/config.h"
 #include "util/files.h"
 #include "util/result.h"
 
@@ -31,7 +33,7 @@ struct JobSpec {
   std::optional<int64_t> n_epochs;
   std::optional<int64_t> batch_size;
   std::optional<double> learning_rate_multiplier;
-  json lora = json::object();  // graft's trainer options, names and values checked
+  json lora = json::object();  // trainer settings by TrainConfig's names (see lora_fields)
   bool auto_load = false;      // load the adapter into the server when the job succeeds
   json metadata = nullptr;     // the user's key/value pairs, echoed back
 };
@@ -39,21 +41,16 @@ struct JobSpec {
 json to_json(const JobSpec& spec);
 Result<JobSpec> job_spec_from_json(const json& j);
 
-// One trainer option a job may set in its "lora" object.
-struct TrainerParam {
-  enum class Kind { integer, number, boolean, choice, list };
-  std::string name;  // the field in "lora"
-  std::string flag;  // the `graft train` option
-  Kind kind;
-  double min = 0;  // integer and number: the accepted range
-  double max = 0;
-  std::vector<std::string> choices;  // choice: the accepted values; list: the accepted items
-  std::string help;
-};
+// The names "lora" takes: TrainConfig's settings (train/config.h, as its JSON
+// names them) and "alpha", less what a job sets in other fields (model, data
+// files, adapter id, seed; batch_size and epochs are OpenAI's hyperparameters).
+const std::vector<std::string>& lora_fields();
 
-const std::vector<TrainerParam>& trainer_params();
-// Why a "lora" field is refused (unknown name, wrong type, out of range), or nullopt.
-std::optional<std::string> check_trainer_param(std::string_view name, const json& value);
+// The trainer's config for a job: its defaults, then the hyperparameters,
+// then "lora"; checked against the model (when given) as `graft train`
+// checks it. On error, *param names the field at fault ("lora.rank",
+// "hyperparameters.n_epochs") and the message speaks of it.
+Result<TrainConfig> job_train_config(const JobSpec& spec, const ModelConfig* model, std::string* param);
 
 // The `graft train` arguments (after the program and "train") for a fresh run
 // that lands adapter `adapter_id` in `store_dir` and keeps its state in `job_dir`.

@@ -4,6 +4,8 @@
 // Last-Event-ID, and one server per data folder.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -51,6 +53,7 @@ class TrainingRoutes : public ::testing::Test {
                  "/bin/sh",      GRAFT_SOURCE_DIR "/tests/train/fake_trainer.sh", mode};
     o.max_upload = 64 << 10;
     o.stop_grace = 5s;
+    o.data_dirs = {dir_.path() / "datasets"};
     auto service = TrainingService::create(*model_, o, nullptr);
     ASSERT_TRUE(service) << service.error().message;
     training_ = std::move(service).value();
@@ -179,6 +182,72 @@ TEST_F(TrainingRoutes, UploadsAreCheckedHashedListedAndDeleted) {
   EXPECT_EQ(ok("DELETE", "/v1/files/" + id)["deleted"], true);
   EXPECT_EQ(call("GET", "/v1/files/" + id).status, 404);
   EXPECT_EQ(call("DELETE", "/v1/files/" + id).status, 404);
+}
+
+TEST_F(TrainingRoutes, InspectReportsRowsFormatsTokenLengthsAndCuts) {
+  start();
+  const std::string data =
+      "{\"text\": \"one two three four five six seven eight\"}\n"
+      "{\"prompt\": \"Say hi:\", \"completion\": \" hi\"}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}, "
+      "{\"role\": \"assistant\", \"content\": \"hi there\"}]}\n";
+  HttpReply added = upload(data);
+  ASSERT_EQ(added.status, 200) << added.body;
+  const std::string id = json::parse(added.body)["id"];
+
+  json report = ok("POST", "/v1/files/inspect", {{"file_id", id}});
+  EXPECT_EQ(report["object"], "file.inspection");
+  EXPECT_EQ(report["file_id"], id);
+  EXPECT_EQ(report["rows"], 3);
+  EXPECT_EQ(report["formats"], json({{"messages", 1}, {"prompt_completion", 1}, {"text", 1}}));
+  const json& tokens = report["tokens"];
+  EXPECT_GT(tokens["min"].get<int>(), 1);
+  EXPECT_GE(tokens["max"].get<int>(), tokens["p95"].get<int>());
+  EXPECT_GE(tokens["p95"].get<int>(), tokens["p50"].get<int>());
+  EXPECT_GE(tokens["p50"].get<int>(), tokens["min"].get<int>());
+  EXPECT_EQ(tokens["total"].get<int64_t>(), std::llround(tokens["mean"].get<double>() * 3));
+  EXPECT_GT(report["target_tokens"].get<int>(), 0);
+  EXPECT_LT(report["target_tokens"].get<int>(), tokens["total"].get<int>());  // prompts are masked
+  EXPECT_EQ(report["truncated"], 0);
+  EXPECT_EQ(report["sha256"], sha256_hex(data));
+
+  // A shorter cut: the longest examples are truncated, none longer than the cut.
+  const int cut = tokens["min"].get<int>();
+  json cut_report = ok("POST", "/v1/files/inspect", {{"file_id", id}, {"max_seq_length", cut}});
+  EXPECT_GT(cut_report["truncated"].get<int>(), 0);
+  EXPECT_LE(cut_report["tokens"]["max"].get<int>(), cut);
+  EXPECT_EQ(cut_report["max_seq_length"], cut);
+
+  // By path: only inside --train-data-dir.
+  fs::create_directories(dir_.path() / "datasets");
+  {
+    std::ofstream out(dir_.path() / "datasets" / "train.jsonl");
+    out << data;
+  }
+  EXPECT_EQ(ok("POST", "/v1/files/inspect",
+               {{"path", (dir_.path() / "datasets" / "train.jsonl").string()}})["rows"],
+            3);
+  EXPECT_EQ(call("POST", "/v1/files/inspect", {{"path", (dir_.path() / "datasets" / ".." / "data").string()}})
+                .status,
+            403);
+
+  // Bad requests name the field; a bad line is named.
+  auto refused = [&](const json& body, int status, const std::string& param) {
+    HttpReply reply = call("POST", "/v1/files/inspect", body);
+    EXPECT_EQ(reply.status, status) << body.dump() << " -> " << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], param) << reply.body;
+    return reply;
+  };
+  refused({{"file_id", "file-nope"}}, 404, "file_id");
+  refused({{"file_id", id}, {"rows", 3}}, 400, "rows");
+  refused({{"file_id", id}, {"max_seq_length", "long"}}, 400, "max_seq_length");
+  refused(json::object(), 400, "file_id");
+  const std::string no_answer = "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}\n";
+  const std::string bad_id = json::parse(upload(kData + no_answer).body)["id"];
+  HttpReply bad = refused({{"file_id", bad_id}}, 400, "file_id");
+  EXPECT_NE(bad.body.find(bad_id + ", line 3: "), std::string::npos) << bad.body;
+  EXPECT_NE(bad.body.find(bad_id), std::string::npos) << bad.body;
+  EXPECT_EQ(bad.body.find(dir_.path().string()), std::string::npos) << "no server path: " << bad.body;
 }
 
 TEST_F(TrainingRoutes, BadJobRequestsAreRefusedNamingTheField) {

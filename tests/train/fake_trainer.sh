@@ -47,7 +47,7 @@ if [ "$mode" = deaf ]; then trap '' TERM; else trap stop TERM; fi
 
 if [ "$mode" = bad-line ]; then
   echo "graft train: $data:17: the line has no assistant turn" >&2
-  echo "{\"type\":\"error\",\"code\":\"invalid_dataset\",\"message\":\"$data: line 17 has no assistant turn\",\"file\":\"$data\",\"line\":17}"
+  echo "{\"type\":\"error\",\"code\":\"invalid_data\",\"message\":\"$data:17: the conversation has no assistant message to learn from\",\"file\":\"$data\",\"line\":17}"
   exit 1
 fi
 

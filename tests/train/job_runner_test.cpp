@@ -135,7 +135,7 @@ TEST_F(JobRunnerTest, ATrainerErrorFailsTheJobAtOnceNamingTheLine) {
   auto created = runner->create(spec(), "bad");
   JobRecord job = wait_status(created->id, JobStatus::failed);
   ASSERT_TRUE(job.error);
-  EXPECT_EQ(job.error->code, "invalid_dataset");
+  EXPECT_EQ(job.error->code, "invalid_data");
   EXPECT_EQ(job.error->param, "training_file");
   EXPECT_NE(job.error->message.find("line 17"), std::string::npos) << job.error->message;
   // The user's file id, not where graft keeps the file.
