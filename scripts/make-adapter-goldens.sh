@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records llama.cpp's greedy continuations on graft's test models with graft's
-# test LoRA adapters applied, as token ids, into tests/data/goldens/adapters/
+# test LoRA adapters applied, as token ids, into tests/data/goldens/<cpu kind>/adapters/
 # (committed; tests/adapters/parity_test.cpp rebuilds the same model and
 # adapters with graft's deterministic tools and checks graft's output token
 # for token, for the GGUF and the PEFT form of each adapter).
@@ -28,7 +28,7 @@ if [ -z "$GRAFT" ]; then
   GRAFT=$ROOT/build/bin/graft
 fi
 LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
-OUT=$ROOT/tests/data/goldens/adapters
+OUT=$ROOT/tests/data/goldens/$(scripts/goldens-cpu-kind.sh)/adapters
 WORK=$(mktemp -d)
 SERVER_PID=
 trap 'if [ -n "$SERVER_PID" ]; then kill $SERVER_PID 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
@@ -38,20 +38,25 @@ PORT=${PORT:-18090}
 N_PREDICT=16
 
 # The shapes must match tests/adapters/parity_test.cpp (it rebuilds everything from the JSON).
-EMBD=256 LAYERS=2 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
+EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # Adapter a: rank 8 on every projection; b: rank 16 on attention only. f16, as graft mounts them.
 A_RANK=8 A_ALPHA=16 A_SEED=1 A_TARGETS=all
 B_RANK=16 B_ALPHA=8 B_SEED=2 B_TARGETS=attn
 STRENGTH=1.0 DTYPE=f16
 
 # Small vocabularies keep the test quick: its time goes into the output layer.
-for case in llama:llama-spm:f16 qwen3:phi-3:q8_0; do
+# qwen35 (hybrid): 3 gated delta-net layers and 1 of full attention, tied
+# output; "all" and "attn" then include the linear-attention projections.
+CASES=${CASES:-llama:llama-spm:f16 qwen3:phi-3:q8_0 qwen35:llama-spm:f16}
+for case in $CASES; do
   IFS=: read -r arch vocab type <<<"$case"
   name=$arch-$type
   model=$WORK/$name.gguf
+  LAYERS=2 TIED=0 EXTRA=()
+  if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 EXTRA=(--tied); fi
   "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
     --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KV_HEADS --ffn $FFN --ctx $CTX \
-    --type "$type" --seed $SEED >/dev/null
+    --type "$type" --seed $SEED "${EXTRA[@]}" >/dev/null
   "$GRAFT" make-test-adapter --base "$model" --gguf "$WORK/a.gguf" --rank $A_RANK --alpha $A_ALPHA \
     --seed $A_SEED --targets $A_TARGETS --strength $STRENGTH --dtype $DTYPE >/dev/null
   "$GRAFT" make-test-adapter --base "$model" --gguf "$WORK/b.gguf" --rank $B_RANK --alpha $B_ALPHA \
@@ -65,12 +70,13 @@ for case in llama:llama-spm:f16 qwen3:phi-3:q8_0; do
   done
   python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KV_HEADS $FFN $CTX $SEED \
     $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" \
-    $A_RANK $A_ALPHA $A_SEED $A_TARGETS $B_RANK $B_ALPHA $B_SEED $B_TARGETS $STRENGTH $DTYPE <<'PY'
+    $A_RANK $A_ALPHA $A_SEED $A_TARGETS $B_RANK $B_ALPHA $B_SEED $B_TARGETS $STRENGTH $DTYPE $TIED <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
 build = sys.argv[14]
 a_rank, a_alpha, a_seed, a_targets, b_rank, b_alpha, b_seed, b_targets, strength, dtype = sys.argv[15:25]
+tied = int(sys.argv[25])
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -106,6 +112,8 @@ golden = {
     "adapters": {"a": adapter(a_rank, a_alpha, a_seed, a_targets), "b": adapter(b_rank, b_alpha, b_seed, b_targets)},
     "cases": cases,
 }
+if tied:
+    golden["model"]["tied"] = True
 with open(path, "w") as f:
     json.dump(golden, f, indent=1)
     f.write("\n")

@@ -28,6 +28,12 @@ class Router {
   void add(std::string method, std::string pattern, Handler handler, RouteOptions options = {});
   // Requests to non-public routes must carry "Authorization: Bearer <key>" ("" = no key).
   void set_api_key(std::string key) { api_key_ = std::move(key); }
+  // Sees every request first, with the pattern of the route its path
+  // matched ("" when none did), and may wrap its exchange (e.g. to count
+  // answers by route and status for /metrics).
+  using Observer = std::function<std::shared_ptr<Exchange>(
+      const HttpRequest& request, const std::string& route, std::shared_ptr<Exchange> exchange)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   void dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const;
   // The body limit of the route a request goes to, else `fallback`.
@@ -35,6 +41,7 @@ class Router {
 
  private:
   struct Route {
+    std::string pattern;
     std::string method;
     std::vector<std::string> segments;
     Handler handler;
@@ -46,6 +53,7 @@ class Router {
 
   std::vector<Route> routes_;
   std::string api_key_;
+  Observer observer_;
 };
 
 // The parameters of a query string "a=1&b=x%20y" (percent- and '+'-decoded).

@@ -37,7 +37,7 @@ class AdapterService {
   AdapterService(const AdapterService&) = delete;
   AdapterService& operator=(const AdapterService&) = delete;
 
-  // Adds the routes, the request hook and the /health and /stats hooks.
+  // Adds the routes, the request hook and the /health, /stats and /metrics hooks.
   void install(Server& server);
 
   // Loads an adapter of the store by id on the adapter thread; `done` (there) gets the outcome.
@@ -47,6 +47,7 @@ class AdapterService {
   MountedAdapters& mounted() { return *mounted_; }
 
  private:
+  struct Counters;  // loads, unloads and requests per adapter id, for /metrics
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
   Result<int> mount(const LoraWeights& weights);
@@ -59,6 +60,7 @@ class AdapterService {
   AdapterServiceOptions options_;
   AdapterStore store_;
   std::unique_ptr<MountedAdapters> mounted_;
+  std::unique_ptr<Counters> counters_;
   std::unique_ptr<Worker> worker_;  // loads and unloads run here, off the HTTP threads
 };
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "server/fine_tuning_request.h"
+#include "server/routes_metrics.h"
 #include "util/log.h"
 
 namespace graft::server {
@@ -236,6 +237,16 @@ void TrainingService::install(Server& server) {
   }
   add_file_routes(router);
   add_job_routes(router);
+  server.add_metrics_hook([this](PromText& metrics) {
+    std::map<std::string, int64_t> by_state;
+    for (JobStatus status :
+         {JobStatus::validating_files, JobStatus::queued, JobStatus::running, JobStatus::paused,
+          JobStatus::succeeded, JobStatus::failed, JobStatus::cancelled}) {
+      by_state[std::string(status_name(status))] =
+          static_cast<int64_t>(store_->jobs_with_status(status).size());
+    }
+    write_training_jobs(metrics, by_state);
+  });
 }
 
 void TrainingService::create_job(HttpRequest& http, std::shared_ptr<Exchange> exchange) {

@@ -27,22 +27,45 @@ LoraPair random_pair(int layer, LoraTarget target, int rank, int n_in, int n_out
   return p;
 }
 
+// (n_in, n_out) of a projection.
+std::pair<int, int> dims(const ModelConfig& c, LoraTarget target) {
+  switch (target) {
+    case LoraTarget::attn_q:
+      return {c.n_embd, c.n_embd_q_proj()};
+    case LoraTarget::attn_k:
+    case LoraTarget::attn_v:
+      return {c.n_embd, c.n_embd_kv()};
+    case LoraTarget::attn_output:
+      return {c.n_embd_q(), c.n_embd};
+    case LoraTarget::ffn_gate:
+    case LoraTarget::ffn_up:
+      return {c.n_embd, c.n_ff};
+    case LoraTarget::ffn_down:
+      return {c.n_ff, c.n_embd};
+    case LoraTarget::attn_qkv:
+      return {c.n_embd, int(c.ssm.conv_dim())};
+    case LoraTarget::attn_gate:
+      return {c.n_embd, c.ssm.inner};
+    case LoraTarget::ssm_alpha:
+    case LoraTarget::ssm_beta:
+      return {c.n_embd, c.ssm.n_v_heads};
+    case LoraTarget::ssm_out:
+      return {c.ssm.inner, c.n_embd};
+  }
+  return {0, 0};
+}
+
 // An adapter on every projection of every layer.
 LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed, float size = 0.3f) {
   LoraWeights w;
   w.scale = 2.0f / float(rank);
   for (int l = 0; l < c.n_layer; ++l) {
-    w.pairs.push_back(
-        random_pair(l, LoraTarget::attn_q, rank, c.n_embd, c.n_embd_q(), seed + 1 + 10 * l, size));
-    w.pairs.push_back(
-        random_pair(l, LoraTarget::attn_k, rank, c.n_embd, c.n_embd_kv(), seed + 2 + 10 * l, size));
-    w.pairs.push_back(
-        random_pair(l, LoraTarget::attn_v, rank, c.n_embd, c.n_embd_kv(), seed + 3 + 10 * l, size));
-    w.pairs.push_back(
-        random_pair(l, LoraTarget::attn_output, rank, c.n_embd_q(), c.n_embd, seed + 4 + 10 * l, size));
-    w.pairs.push_back(random_pair(l, LoraTarget::ffn_gate, rank, c.n_embd, c.n_ff, seed + 5 + 10 * l, size));
-    w.pairs.push_back(random_pair(l, LoraTarget::ffn_up, rank, c.n_embd, c.n_ff, seed + 6 + 10 * l, size));
-    w.pairs.push_back(random_pair(l, LoraTarget::ffn_down, rank, c.n_ff, c.n_embd, seed + 7 + 10 * l, size));
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraTarget target = LoraTarget(t);
+      if (!lora_target_exists(c, l, target)) continue;
+      const auto [n_in, n_out] = dims(c, target);
+      w.pairs.push_back(random_pair(l, target, rank, n_in, n_out, seed + 1 + t + 20 * l, size));
+    }
   }
   return w;
 }
@@ -127,8 +150,8 @@ TEST(Lora, DeltaMatchesDenseMergedWeights) {
   EXPECT_GT(max_diff(without[0], with_lora[0]), 1e-2f * max_abs(without[0]));
 }
 
-TEST(Lora, MixedBatchGivesEachRowWhatItGetsAlone) {
-  const std::string base = testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16"));
+void expect_mixed_batch_gives_each_row_what_it_gets_alone(const TestModelSpec& spec) {
+  const std::string base = testing::test_model_path(spec);
   auto e = testing::open_engine(base, 1024, 8);
   ASSERT_TRUE(e.forward);
   const ModelConfig& c = e.model->config();
@@ -174,6 +197,33 @@ TEST(Lora, MixedBatchGivesEachRowWhatItGetsAlone) {
   EXPECT_NE(together[0], together[1]);
   EXPECT_NE(together[1], together[2]);
   EXPECT_NE(together[2], together[3]);
+}
+
+TEST(Lora, MixedBatchGivesEachRowWhatItGetsAlone) {
+  expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_spec("llama", "llama-bpe", "f16"));
+}
+
+// qwen35: adapters on the linear-attention projections too, rows of each
+// sequence reading their own recurrent state.
+TEST(Lora, MixedBatchOnAHybridModel) {
+  expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_qwen35_spec("llama-bpe", "f16"));
+}
+
+TEST(Lora, AHybridLayerTakesOnlyItsOwnProjections) {
+  auto model = Model::load(testing::test_model_path(testing::tiny_qwen35_spec("llama-bpe", "f16")));
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  LoraWeights wrong;
+  wrong.pairs.push_back(random_pair(0, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 1, 0.1f));
+  auto r = (*model)->mount_lora(wrong);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("layer 0 of the model has no attn_q"), std::string::npos)
+      << r.error().message;
+  LoraWeights right;
+  const auto [n_in, n_out] = dims(c, LoraTarget::ssm_out);
+  right.pairs.push_back(random_pair(0, LoraTarget::ssm_out, 4, n_in, n_out, 1, 0.1f));
+  right.pairs.push_back(random_pair(3, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 2, 0.1f));
+  EXPECT_TRUE((*model)->mount_lora(right).ok());
 }
 
 TEST(Lora, MountChecksShapesAndUnmountFreesTheSlot) {
