@@ -26,6 +26,13 @@ std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget ta
       return {c.n_embd, c.n_ff};
     case LoraTarget::ffn_down:
       return {c.n_ff, c.n_embd};
+    // qwen35's linear-attention projections: not trained yet (create refuses them).
+    case LoraTarget::attn_qkv:
+    case LoraTarget::attn_gate:
+    case LoraTarget::ssm_alpha:
+    case LoraTarget::ssm_beta:
+    case LoraTarget::ssm_out:
+      break;
   }
   return {0, 0};
 }
@@ -59,6 +66,10 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
       pair.layer = layer;
       pair.target = target;
       std::tie(pair.n_in, pair.n_out) = projection_shape(config, target);
+      if (pair.n_in <= 0 || pair.n_out <= 0) {
+        return errorf("invalid_argument", "training does not adapt '{}' projections",
+                      lora_target_name(target));
+      }
       auto make = [&](int64_t ne0, int64_t ne1, const char* what) {
         ggml_tensor* t = ggml_new_tensor_2d(p->ctx_, GGML_TYPE_F32, ne0, ne1);
         ggml_set_name(t, pair_name(pair, what).c_str());
