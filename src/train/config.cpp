@@ -61,7 +61,10 @@ std::vector<int> TrainConfig::layers(const ModelConfig& m) const {
 
 std::vector<LoraTarget> TrainConfig::target_list() const {
   if (!targets.empty()) return targets;
-  return {kAllLoraTargets.begin(), kAllLoraTargets.end()};
+  // The seven projections of attention and MLP layers (qwen35's
+  // linear-attention ones, also in kAllLoraTargets, are not trained).
+  return {LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,  LoraTarget::attn_output,
+          LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
 }
 
 double TrainConfig::lr_at(int step, int total) const {
