@@ -62,6 +62,7 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
   p->ctx_ = ggml_init(params);
   for (int layer : layers) {
     for (LoraTarget target : targets) {
+      if (!lora_target_exists(config, layer, target)) continue;  // e.g. qwen35's targets in a llama layer
       Pair pair;
       pair.layer = layer;
       pair.target = target;
