@@ -83,7 +83,7 @@ if chunk:
     # Longer than one prefill chunk: the story goes on, day by day.
     names = ["Arthur", "Ford", "Trillian", "Zaphod", "Marvin", "Slartibartfast", "Fenchurch", "Random"]
     days = [f"On day {i} {names[i % len(names)]} walked {3 + i * 7 % 19} miles, counted {i * 13 % 29} "
-            f"stars and wrote {1 + i % 5} letters home." for i in range(1, 41)]
+            f"stars and wrote {1 + i % 5} letters home." for i in range(1, 21)]
     texts[-1] = texts[-1] + " " + " ".join(days)
 cases = []
 for text in texts:

@@ -21,6 +21,12 @@ inline constexpr std::array<LoraTarget, 12> kAllLoraTargets = {
     LoraTarget::ffn_gate,  LoraTarget::ffn_up,    LoraTarget::ffn_down, LoraTarget::attn_qkv,
     LoraTarget::attn_gate, LoraTarget::ssm_alpha, LoraTarget::ssm_beta, LoraTarget::ssm_out,
 };
+// The projections of an attention-only (llama-shaped) block: what "all"
+// means for such models, and what graft train trains.
+inline constexpr std::array<LoraTarget, 7> kDenseLoraTargets = {
+    LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,   LoraTarget::attn_output,
+    LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down,
+};
 
 // "attn_q", ... as in GGUF tensor names.
 std::string_view gguf_target_name(LoraTarget target);

@@ -57,7 +57,8 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
                                   const std::vector<RecurrentInputs::Layer>* recurrent) {
   if (ctx) ggml_free(ctx);
   const ModelConfig& c = model.config();
-  const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
+  const size_t max_nodes =
+      size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
   memory.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
   params.mem_size = memory.size();
@@ -239,7 +240,8 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
         scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
       }
     }
-    if (lora_inputs_.out_slots) {
+    // (A graph that applies no adapter after selecting the output rows leaves these unallocated.)
+    if (lora_inputs_.out_slots && lora_inputs_.out_slots->data && lora_inputs_.out_scales->data) {
       const auto* out = static_cast<const int32_t*>(g.out_rows->data);
       auto* out_slots = static_cast<int32_t*>(lora_inputs_.out_slots->data);
       auto* out_scales = static_cast<float*>(lora_inputs_.out_scales->data);

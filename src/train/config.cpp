@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -60,11 +61,10 @@ std::vector<int> TrainConfig::layers(const ModelConfig& m) const {
 }
 
 std::vector<LoraTarget> TrainConfig::target_list() const {
-  if (!targets.empty()) return targets;
-  // The seven projections of attention and MLP layers (qwen35's
-  // linear-attention ones, also in kAllLoraTargets, are not trained).
-  return {LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,  LoraTarget::attn_output,
-          LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
+  // "all" (and no choice) is every projection the trainer's models have.
+  const bool all = std::equal(targets.begin(), targets.end(), kAllLoraTargets.begin(), kAllLoraTargets.end());
+  if (!targets.empty() && !all) return targets;
+  return {kDenseLoraTargets.begin(), kDenseLoraTargets.end()};
 }
 
 double TrainConfig::lr_at(int step, int total) const {

@@ -26,13 +26,15 @@ std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget ta
       return {c.n_embd, c.n_ff};
     case LoraTarget::ffn_down:
       return {c.n_ff, c.n_embd};
-    // qwen35's linear-attention projections: not trained yet (create refuses them).
     case LoraTarget::attn_qkv:
+      return {c.n_embd, c.ssm.conv_dim()};
     case LoraTarget::attn_gate:
+      return {c.n_embd, c.ssm.inner};
     case LoraTarget::ssm_alpha:
     case LoraTarget::ssm_beta:
+      return {c.n_embd, c.ssm.n_v_heads};
     case LoraTarget::ssm_out:
-      break;
+      return {c.ssm.inner, c.n_embd};
   }
   return {0, 0};
 }
@@ -62,14 +64,12 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
   p->ctx_ = ggml_init(params);
   for (int layer : layers) {
     for (LoraTarget target : targets) {
-      if (!lora_target_exists(config, layer, target)) continue;  // e.g. qwen35's targets in a llama layer
       Pair pair;
       pair.layer = layer;
       pair.target = target;
       std::tie(pair.n_in, pair.n_out) = projection_shape(config, target);
-      if (pair.n_in <= 0 || pair.n_out <= 0) {
-        return errorf("invalid_argument", "training does not adapt '{}' projections",
-                      lora_target_name(target));
+      if (pair.n_in == 0) {
+        return errorf("invalid_argument", "graft cannot train {} projections", lora_target_name(target));
       }
       auto make = [&](int64_t ne0, int64_t ne1, const char* what) {
         ggml_tensor* t = ggml_new_tensor_2d(p->ctx_, GGML_TYPE_F32, ne0, ne1);

@@ -65,6 +65,11 @@ Result<std::unique_ptr<Model>> load_base(const std::string& path) {
     ModelLoadOptions options;
     options.repack = repack;
     GRAFT_TRY(std::unique_ptr<Model> model, Model::load(path, options));
+    if (model->config().has_recurrent_layers()) {
+      return errorf("unsupported_model",
+                    "{}: graft cannot train hybrid recurrent models ({}) yet, only attention-only ones", path,
+                    model->config().arch);
+    }
     const ModelWeights& w = model->weights();
     const ggml_tensor* bad = frozen_dx_supported(w.output) ? nullptr : w.output;
     for (const LayerWeights& l : w.layers) {

@@ -40,7 +40,7 @@ Trained make_setup(const std::string& path, int threads, bool checkpoint = false
   const ModelConfig& c = s.model->config();
   std::vector<int> layers(size_t(c.n_layer));
   std::iota(layers.begin(), layers.end(), 0);
-  auto params = LoraParams::create(c, 4, layers, {kAllLoraTargets.begin(), kAllLoraTargets.end()});
+  auto params = LoraParams::create(c, 4, layers, {kDenseLoraTargets.begin(), kDenseLoraTargets.end()});
   EXPECT_TRUE(params) << params.error().message;
   s.params = std::move(*params);
   s.params->init(7);
