@@ -12,9 +12,11 @@
 #include "fit/fit.h"
 #include "server/routes_adapters.h"
 #include "server/routes_fit.h"
+#include "server/routes_jobs.h"
 #include "server/routes_metrics.h"
 #include "server/server.h"
 #include "util/log.h"
+#include "util/priority.h"
 
 namespace graft::cli {
 
@@ -39,6 +41,12 @@ struct ServeArgs {
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
   std::map<std::string, double> sampling;  // request field name → default, from the sampling flags
+  int train_jobs = 1;
+  std::string train_nice = "19";
+  int train_threads = 0;
+  int train_retries = 2;
+  double max_upload_mib = 512;
+  std::vector<std::string> train_data_dirs;
   std::string memory;
   bool ctx_given = false;
   bool parallel_given = false;
@@ -178,6 +186,19 @@ void serve(ServeArgs args) {
   if (!adapters) fail(adapters.error().message);
   std::unique_ptr<server::AdapterService> adapter_service = std::move(*adapters);
 
+  server::TrainingOptions training_options;
+  training_options.model_path = fs::absolute(args.model);
+  training_options.trainer = {fs::read_symlink("/proc/self/exe").string(), "train"};
+  training_options.max_jobs = args.train_jobs;
+  training_options.priority = *parse_cpu_priority(args.train_nice);
+  training_options.threads = args.train_threads;
+  training_options.max_retries = args.train_retries;
+  training_options.max_upload = static_cast<size_t>(args.max_upload_mib * 1024 * 1024);
+  training_options.data_dirs.assign(args.train_data_dirs.begin(), args.train_data_dirs.end());
+  auto training = server::TrainingService::create(*served, training_options, adapter_service.get());
+  if (!training) fail(training.error().message);
+  std::unique_ptr<server::TrainingService> training_service = std::move(*training);
+
   server::ServerOptions server_options;
   server_options.http.host = args.host;
   server_options.http.port = args.port;
@@ -186,6 +207,7 @@ void serve(ServeArgs args) {
   server_options.api_key = args.api_key;
   auto server = std::make_unique<server::Server>(*served, server_options);
   adapter_service->install(*server);
+  training_service->install(*server);
   server::install_metrics(*server);
   auto fit_service = std::make_unique<server::FitService>(args.model, settings, memory);
   fit_service->install(*server);
@@ -219,6 +241,7 @@ void serve(ServeArgs args) {
   server->wait();
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
+  training_service.reset();  // running training jobs pause, and resume at the next start
   fit_service.reset();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
   served.reset();           // the engine ends what is left before the HTTP side goes
@@ -288,6 +311,26 @@ void add_serve_command(CLI::App& app) {
          "wants a core, which keeps /health quickest but lets any other program slow generation")
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
+  cmd->add_option("--train-jobs", args->train_jobs, "Training jobs run at once; more wait in a queue")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  cmd->add_option(
+         "--train-nice", args->train_nice,
+         "Niceness of training jobs (0-19, or idle): above --compute-nice, serving keeps the cores it "
+         "needs and training gets the rest")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
+  cmd->add_option("--train-threads", args->train_threads, "Threads of each training job (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--train-retries", args->train_retries,
+                  "Times a crashed training job is restarted from its last checkpoint before it fails")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--train-data-dir", args->train_data_dirs,
+                  "A folder whose data files POST /v1/files/inspect may read by path (repeatable)");
+  cmd->add_option("--max-upload", args->max_upload_mib, "Largest file upload (POST /v1/files) in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 65536.0));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
   for (const SamplingFlag& f : kSamplingFlags) {
     std::string field = f.field;

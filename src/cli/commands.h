@@ -21,5 +21,6 @@ void add_train_command(CLI::App& app);
 // `graft train --json` with options CLI11 cannot parse: the error event the
 // job runner reads (CLI11 then prints its own message and exit status).
 void report_train_usage_error(const CLI::App& app, const CLI::ParseError& e);
+void add_jobs_command(CLI::App& app);
 
 }  // namespace graft::cli

@@ -1,10 +1,5 @@
 #include "engine/engine.h"
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,8 +7,11 @@
 #include <set>
 
 #include "util/log.h"
+#include "util/priority.h"
 
 namespace graft {
+
+static_assert(EngineConfig::kComputeIdle == kIdlePriority);
 
 namespace {
 
@@ -150,20 +148,14 @@ void Engine::count_routes(const AdapterRoute& route, int delta) {
 void Engine::loop() {
   // On Linux the niceness and the policy are per thread; ggml's compute
   // threads, started from this one, inherit them.
-  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-  if (config_.compute_nice == EngineConfig::kComputeIdle) {
-    // The kernel also counts a core running only SCHED_IDLE threads as free
-    // when it places a waking thread, so a waking HTTP thread can take a
-    // computing core instead of queueing behind whatever holds the other.
-    sched_param param{};
-    if (::sched_setscheduler(static_cast<pid_t>(tid), SCHED_IDLE, &param) != 0) {
-      GRAFT_LOG_WARN("cannot make the compute threads idle-priority: {}", std::strerror(errno));
-    }
-  } else if (config_.compute_nice != 0) {
-    if (::setpriority(PRIO_PROCESS, tid, config_.compute_nice) != 0) {
-      GRAFT_LOG_WARN("cannot set the compute threads' niceness to {}: {}", config_.compute_nice,
-                     std::strerror(errno));
-    }
+  // The kernel also counts a core running only SCHED_IDLE threads as free
+  // when it places a waking thread, so with kComputeIdle a waking HTTP thread
+  // can take a computing core instead of queueing behind whatever holds the other.
+  if (int err = lower_cpu_priority(0, config_.compute_nice); err != 0) {
+    GRAFT_LOG_WARN("cannot lower the compute threads' priority to {}: {}",
+                   config_.compute_nice == EngineConfig::kComputeIdle ? std::string("idle")
+                                                                      : std::to_string(config_.compute_nice),
+                   std::strerror(err));
   }
   std::unique_lock lock(mutex_);
   for (;;) {

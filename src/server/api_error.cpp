@@ -24,6 +24,8 @@ constexpr std::array kCodes = {
     CodeInfo{ApiCode::kInvalidValue, "invalid_value", 400, kInvalid},
     CodeInfo{ApiCode::kUnsupportedParameter, "unsupported_parameter", 400, kInvalid},
     CodeInfo{ApiCode::kUnsupportedValue, "unsupported_value", 400, kInvalid},
+    CodeInfo{ApiCode::kUnknownParameter, "unknown_parameter", 400, kInvalid},
+    CodeInfo{ApiCode::kMissingParameter, "missing_parameter", 400, kInvalid},
     CodeInfo{ApiCode::kContextLengthExceeded, "context_length_exceeded", 400, kInvalid},
     CodeInfo{ApiCode::kTemplateError, "template_error", 400, kInvalid},
     CodeInfo{ApiCode::kInvalidAdapterSpec, "invalid_adapter_spec", 400, kInvalid},

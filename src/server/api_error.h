@@ -21,6 +21,8 @@ enum class ApiCode {
   kInvalidValue,           // a field's value is out of range or malformed
   kUnsupportedParameter,   // a field graft knows but does not implement
   kUnsupportedValue,       // a value graft knows but does not implement
+  kUnknownParameter,       // a field graft does not know, where it checks every field
+  kMissingParameter,       // a required field is absent
   kContextLengthExceeded,  // the prompt leaves the context no room
   kTemplateError,          // the chat template refuses the conversation
   kInvalidAdapterSpec,     // the "adapter" field does not parse

@@ -55,6 +55,9 @@ class Exchange {
   // Server-sent events: headers first, then "data: <payload>\n\n" per event.
   virtual void start_events() = 0;
   virtual void send_event(std::string payload) = 0;
+  // An event with an "id: <id>" line before its data: a client that
+  // reconnects sends the last id it got in the Last-Event-ID header.
+  virtual void send_event_with_id(std::string id, std::string payload) = 0;
   virtual void end_events() = 0;
 
   // Runs fn on the connection's strand (where handler callbacks should touch

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -105,6 +106,7 @@ class SessionExchange : public Exchange {
   void send(HttpResponse response) override;
   void start_events() override;
   void send_event(std::string payload) override;
+  void send_event_with_id(std::string id, std::string payload) override;
   void end_events() override;
   void post(std::function<void()> fn) override;
   void on_disconnect(std::function<void()> fn) override;
@@ -150,9 +152,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (chunked_) message.chunked(true);
     enqueue(std::make_unique<EventsHead>(std::move(message)));
   }
-  void send_event(uint64_t serial, const std::string& payload) {
+  void send_event(uint64_t serial, const std::string& payload, const std::string& id = {}) {
     if (!current(serial) || !streaming_ || complete_) return;
-    enqueue(std::make_unique<EventData>("data: " + payload + "\n\n", chunked_));
+    enqueue(std::make_unique<EventData>((id.empty() ? "" : "id: " + id + "\n") + "data: " + payload + "\n\n",
+                                        chunked_));
   }
   void end_events(uint64_t serial) {
     if (!current(serial) || !streaming_ || complete_) return;
@@ -188,7 +191,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_request() {
     parser_.emplace();
-    parser_->body_limit(options_.body_limit);
+    // The body limit depends on the route: set once the header is read (on_header).
+    body_limit_ = options_.body_limit;
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     parser_->header_limit(64 * 1024);
     stream_.expires_after(options_.idle_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
@@ -198,8 +203,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec, size_t) {
     if (ec) return on_read_error(ec);
     auto& req = parser_->get();
+    std::string_view target(req.target().data(), req.target().size());
+    body_limit_ =
+        router_->body_limit(std::string_view(req.method_string().data(), req.method_string().size()),
+                            target.substr(0, target.find('?')), options_.body_limit);
+    parser_->body_limit(body_limit_);
     auto length = parser_->content_length();
-    if (length && *length > options_.body_limit) {
+    if (length && *length > body_limit_) {
       keep_alive_ = false;
       return reject_body_size();
     }
@@ -240,9 +250,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void reject_body_size() {
     drain_before_close_ = true;
     begin_exchange();
-    const ApiError error = api_error(
-        ApiCode::kRequestTooLarge,
-        fmt::format("the request body is larger than the server's limit of {} bytes", options_.body_limit));
+    const ApiError error =
+        api_error(ApiCode::kRequestTooLarge,
+                  fmt::format("the request body is larger than the server's limit of {} bytes", body_limit_));
     send(serial_, HttpResponse{error.status(), "application/json", error.to_json().dump(), {}});
   }
 
@@ -395,6 +405,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool drain_before_close_ = false;
   size_t drained_ = 0;
+  size_t body_limit_ = 0;  // this request's: the route's own or the server's
   std::array<char, 65536> discard_;
   std::deque<std::unique_ptr<Output>> out_;
   std::function<void()> on_disconnect_;
@@ -411,6 +422,10 @@ void SessionExchange::start_events() {
 void SessionExchange::send_event(std::string payload) {
   net::post(session_->executor(),
             [s = session_, serial = serial_, p = std::move(payload)] { s->send_event(serial, p); });
+}
+void SessionExchange::send_event_with_id(std::string id, std::string payload) {
+  net::post(session_->executor(), [s = session_, serial = serial_, i = std::move(id),
+                                   p = std::move(payload)] { s->send_event(serial, p, i); });
 }
 void SessionExchange::end_events() {
   net::post(session_->executor(), [s = session_, serial = serial_] { s->end_events(serial); });

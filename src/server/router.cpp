@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "util/log.h"
@@ -37,6 +38,49 @@ std::string percent_decode(const std::string& text) {
   return out;
 }
 
+std::map<std::string, std::string> parse_query(const std::string& query) {
+  std::map<std::string, std::string> params;
+  size_t start = 0;
+  while (start < query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string::npos) end = query.size();
+    std::string pair = query.substr(start, end - start);
+    std::replace(pair.begin(), pair.end(), '+', ' ');
+    const size_t eq = pair.find('=');
+    if (!pair.empty()) {
+      params[percent_decode(pair.substr(0, eq))] =
+          eq == std::string::npos ? "" : percent_decode(pair.substr(eq + 1));
+    }
+    start = end + 1;
+  }
+  return params;
+}
+
+std::optional<ApiError> check_query_names(const std::map<std::string, std::string>& query,
+                                          std::initializer_list<const char*> known) {
+  for (const auto& [name, value] : query) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || name == k;
+    if (!ok) return bad_request("unknown query parameter '" + name + "'", name, ApiCode::kUnknownParameter);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_query_limit(const std::map<std::string, std::string>& query, int max,
+                                         int fallback, int& limit) {
+  limit = fallback;
+  auto it = query.find("limit");
+  if (it == query.end()) return std::nullopt;
+  try {
+    size_t used = 0;
+    limit = std::stoi(it->second, &used);
+    if (used == it->second.size() && limit >= 1 && limit <= max) return std::nullopt;
+  } catch (const std::exception&) {
+  }
+  return bad_request(
+      "'limit' must be an integer from 1 to " + std::to_string(max) + " (got '" + it->second + "')", "limit");
+}
+
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> segments;
   size_t start = 0;
@@ -69,6 +113,17 @@ bool Router::match(const Route& route, const std::vector<std::string>& path,
   }
   params = std::move(found);
   return true;
+}
+
+size_t Router::body_limit(std::string_view method, std::string_view path, size_t fallback) const {
+  const std::vector<std::string> segments = split_path(std::string(path));
+  for (const Route& route : routes_) {
+    std::map<std::string, std::string> params;
+    if (route.method == method && route.options.body_limit > 0 && match(route, segments, params)) {
+      return route.options.body_limit;
+    }
+  }
+  return fallback;
 }
 
 bool Router::authorized(const HttpRequest& request) const {

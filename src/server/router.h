@@ -5,11 +5,14 @@
 // throws gets a 500 in OpenAI's error shape.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "server/http.h"
+#include "util/result.h"
 
 namespace graft::server {
 
@@ -17,6 +20,7 @@ using Handler = std::function<void(HttpRequest& request, std::shared_ptr<Exchang
 
 struct RouteOptions {
   bool public_route = false;  // answered without the API key (e.g. /health)
+  size_t body_limit = 0;      // the largest request body (0: the server's limit)
 };
 
 class Router {
@@ -32,6 +36,8 @@ class Router {
   void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   void dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const;
+  // The body limit of the route a request goes to, else `fallback`.
+  size_t body_limit(std::string_view method, std::string_view path, size_t fallback) const;
 
  private:
   struct Route {
@@ -49,6 +55,16 @@ class Router {
   std::string api_key_;
   Observer observer_;
 };
+
+// The parameters of a query string "a=1&b=x%20y" (percent- and '+'-decoded).
+std::map<std::string, std::string> parse_query(const std::string& query);
+
+// A 400 naming the first query parameter that is not in `known`.
+std::optional<ApiError> check_query_names(const std::map<std::string, std::string>& query,
+                                          std::initializer_list<const char*> known);
+// Reads "limit" (1..max; `fallback` when absent) from a query.
+std::optional<ApiError> read_query_limit(const std::map<std::string, std::string>& query, int max,
+                                         int fallback, int& limit);
 
 // Splits "/a/b/" into {"a", "b"} (percent-decoding each segment).
 std::vector<std::string> split_path(const std::string& path);

@@ -1,6 +1,7 @@
 #include "server/routes_adapters.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -91,7 +92,7 @@ AdapterService::AdapterService(ServedModel& model, AdapterServiceOptions options
       store_(AdapterStore::with_user_store({options_.adapter_dirs.begin(), options_.adapter_dirs.end()})),
       mounted_(std::make_unique<MountedAdapters>(std::move(base))),
       counters_(std::make_unique<Counters>()),
-      worker_(std::make_unique<Worker>()) {}
+      worker_(std::make_unique<Worker>("adapter job")) {}
 
 AdapterService::~AdapterService() {
   worker_.reset();
@@ -161,6 +162,19 @@ ApiError AdapterService::explain_selection_error(const std::string& spec, const 
         "adapter", ApiCode::kAdapterNotLoaded);
   }
   return bad_request(error.message, "adapter", ApiCode::kAdapterNotLoaded);
+}
+
+void AdapterService::load_in_background(std::string id, std::function<void(const Status&)> done) {
+  worker_->post([this, id = std::move(id), done = std::move(done)] {
+    Status status;
+    if (auto adapter = store_.find(id); !adapter) {
+      status = adapter.error();
+    } else if (auto loaded = mounted_->load(*adapter, [this](const LoraWeights& w) { return mount(w); });
+               !loaded) {
+      status = loaded.error();
+    }
+    if (done) done(status);
+  });
 }
 
 void AdapterService::install(Server& server) {

@@ -40,6 +40,9 @@ class AdapterService {
   // Adds the routes, the request hook and the /health, /stats and /metrics hooks.
   void install(Server& server);
 
+  // Loads an adapter of the store by id on the adapter thread; `done` (there) gets the outcome.
+  void load_in_background(std::string id, std::function<void(const Status&)> done);
+
   const AdapterStore& store() const { return store_; }
   MountedAdapters& mounted() { return *mounted_; }
 

@@ -17,23 +17,6 @@ namespace graft::server {
 
 namespace {
 
-std::map<std::string, std::string> parse_query(const std::string& query) {
-  std::map<std::string, std::string> out;
-  size_t start = 0;
-  while (start < query.size()) {
-    size_t end = query.find('&', start);
-    if (end == std::string::npos) end = query.size();
-    const std::string pair = query.substr(start, end - start);
-    const size_t eq = pair.find('=');
-    std::string key = percent_decode(pair.substr(0, eq));
-    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
-    std::replace(value.begin(), value.end(), '+', ' ');
-    if (!key.empty()) out[key] = percent_decode(value);
-    start = end + 1;
-  }
-  return out;
-}
-
 std::optional<ApiError> read_int(const std::string& key, const std::string& text, int lo, int hi, int& out) {
   size_t used = 0;
   long long v = 0;

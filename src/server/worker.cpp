@@ -6,7 +6,7 @@
 
 namespace graft::server {
 
-Worker::Worker() : thread_([this] { loop(); }) {}
+Worker::Worker(std::string name) : name_(std::move(name)), thread_([this] { loop(); }) {}
 
 Worker::~Worker() {
   {
@@ -42,10 +42,10 @@ void Worker::loop() {
       failure = "unknown exception";
     }
     if (!failure.empty()) {
-      GRAFT_LOG_ERROR("background job failed: {}", failure);
-      // ignored if the job had answered already
-      job.exchange->send_error(api_error(
-          ApiCode::kInternal, "internal error: " + failure));  // ignored if the job had answered already
+      GRAFT_LOG_ERROR("{} failed: {}", name_, failure);
+      if (job.exchange) {  // ignored if the job had answered already
+        job.exchange->send_error(api_error(ApiCode::kInternal, "internal error: " + failure));
+      }
     }
     lock.lock();
   }

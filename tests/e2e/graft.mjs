@@ -69,6 +69,14 @@ export async function startServer(extraArgs = [], { ctx = 256, env = {} } = {}) 
       child.kill('SIGTERM');
     }),
     alive: () => child.exitCode === null,
+    pid: child.pid,
+    // Kills it with SIGKILL (no shutdown at all); resolves once it is gone.
+    kill9: () => new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.removeAllListeners('exit');
+      child.on('exit', () => resolve());
+      child.kill('SIGKILL');
+    }),
   };
 }
 
