@@ -31,31 +31,29 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (2 * size_t(config.n_layer) + 1);
   params.no_alloc = true;
-  cache->ctx_ = ggml_init(params);
+  cache->ctx_.reset(ggml_init(params));
   for (int il = 0; il < config.n_layer; ++il) {
     AttentionInputs::Layer layer;
-    layer.k = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
-    layer.v = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
+    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
+    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
     ggml_format_name(layer.k, "cache_k.%d", il);
     ggml_format_name(layer.v, "cache_v.%d", il);
     cache->layers_.push_back(layer);
   }
-  cache->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_, ggml_backend_cpu_buffer_type());
+  cache->buffer_.reset(
+      ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_.get(), ggml_backend_cpu_buffer_type()));
   if (!cache->buffer_) {
     return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
                   cache->bytes_per_token() * size_t(options.n_cells) >> 20);
   }
-  ggml_backend_buffer_clear(cache->buffer_, 0);
+  ggml_backend_buffer_clear(cache->buffer_.get(), 0);
   return cache;
 }
 
-KvCache::~KvCache() {
-  if (buffer_) ggml_backend_buffer_free(buffer_);
-  if (ctx_) ggml_free(ctx_);
-}
+KvCache::~KvCache() = default;
 
 size_t KvCache::bytes_total() const {
-  return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+  return buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0;
 }
 
 size_t KvCache::bytes_per_token() const {
@@ -278,7 +276,8 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
       const int merged_end = std::max(w.cell_begin + w.n_cells, end);
       // This row's run: the rest of its sequence's rows that follow.
       int run = 1;
-      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq) ++run;
+      while (r + run < int(batch.size()) && batch.rows[size_t(r + run)].seq == batch.rows[size_t(r)].seq)
+        ++run;
       const bool same_seq = batch.rows[size_t(r - 1)].seq == batch.rows[size_t(r)].seq;
       const int64_t apart = cost(w.n_rows, w.n_cells) + cost(run, end - begin) + kWindowCost;
       const int64_t together = cost(w.n_rows + run, merged_end - merged_begin);

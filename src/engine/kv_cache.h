@@ -11,8 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "engine/batch.h"
 #include "model/graph.h"
@@ -75,8 +74,8 @@ class KvCache {
   // the longest free run. So sequences stay compact.
   // On error nothing changed.
   struct Placement {
-    std::vector<int64_t> cells;  // per row
-    int n_kv = 0;                // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<int64_t> cells;   // per row
+    int n_kv = 0;                 // 1 + the highest cell in use, padded: every cell any row may see
     std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);
@@ -119,8 +118,8 @@ class KvCache {
   int used_end_ = 0;  // 1 + the highest cell in use
   int n_seq_max_ = 0;
   ggml_type type_ = GGML_TYPE_F16;
-  ggml_context* ctx_ = nullptr;
-  ggml_backend_buffer_t buffer_ = nullptr;
+  ggml_context_ptr ctx_;
+  ggml_backend_buffer_ptr buffer_;
   std::vector<AttentionInputs::Layer> layers_;
 };
 

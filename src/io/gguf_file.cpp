@@ -1,13 +1,12 @@
 #include "io/gguf_file.h"
 
+#include <ggml-cpp.h>
 #include <gguf.h>
 
 #include <cstdio>
 #include <filesystem>
 
 namespace graft {
-
-void GgufFile::Free::operator()(gguf_context* ctx) const { gguf_free(ctx); }
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
   std::error_code ec;
@@ -20,11 +19,13 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   gguf_init_params params{};
   params.no_alloc = true;
   params.ctx = nullptr;
-  gguf_context* ctx = gguf_init_from_file(path.c_str(), params);
+  gguf_context_ptr owned(gguf_init_from_file(path.c_str(), params));
+  gguf_context* ctx = owned.get();
   if (!ctx) {
-    return errorf("invalid_file", "{}: not a readable GGUF file (bad magic, unsupported version, or truncated header)", path);
+    return errorf("invalid_file",
+                  "{}: not a readable GGUF file (bad magic, unsupported version, or truncated header)", path);
   }
-  file.ctx_.reset(ctx, Free{});
+  file.ctx_ = std::move(owned);
   const size_t data_offset = gguf_get_data_offset(ctx);
   const int64_t n = gguf_get_n_tensors(ctx);
   file.tensors_.reserve(static_cast<size_t>(n));
@@ -41,9 +42,8 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
     info.offset = data_offset + gguf_get_tensor_offset(ctx, i);
     info.size = gguf_get_tensor_size(ctx, i);
     if (info.offset + info.size > file.file_size_) {
-      return errorf("invalid_file",
-                    "{}: truncated: tensor '{}' needs bytes up to {} but the file has {}", path,
-                    info.name, info.offset + info.size, file.file_size_);
+      return errorf("invalid_file", "{}: truncated: tensor '{}' needs bytes up to {} but the file has {}",
+                    path, info.name, info.offset + info.size, file.file_size_);
     }
     file.tensor_index_.emplace(info.name, file.tensors_.size());
     file.tensors_.push_back(std::move(info));
@@ -55,8 +55,14 @@ namespace {
 
 bool is_int_type(gguf_type t) {
   switch (t) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16:
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64:
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_UINT64:
+    case GGUF_TYPE_INT64:
       return true;
     default:
       return false;
@@ -65,30 +71,48 @@ bool is_int_type(gguf_type t) {
 
 int64_t read_int(const void* p, gguf_type t) {
   switch (t) {
-    case GGUF_TYPE_UINT8: return *static_cast<const uint8_t*>(p);
-    case GGUF_TYPE_INT8: return *static_cast<const int8_t*>(p);
-    case GGUF_TYPE_UINT16: return *static_cast<const uint16_t*>(p);
-    case GGUF_TYPE_INT16: return *static_cast<const int16_t*>(p);
-    case GGUF_TYPE_UINT32: return *static_cast<const uint32_t*>(p);
-    case GGUF_TYPE_INT32: return *static_cast<const int32_t*>(p);
-    case GGUF_TYPE_UINT64: return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
-    case GGUF_TYPE_INT64: return *static_cast<const int64_t*>(p);
-    default: return 0;
+    case GGUF_TYPE_UINT8:
+      return *static_cast<const uint8_t*>(p);
+    case GGUF_TYPE_INT8:
+      return *static_cast<const int8_t*>(p);
+    case GGUF_TYPE_UINT16:
+      return *static_cast<const uint16_t*>(p);
+    case GGUF_TYPE_INT16:
+      return *static_cast<const int16_t*>(p);
+    case GGUF_TYPE_UINT32:
+      return *static_cast<const uint32_t*>(p);
+    case GGUF_TYPE_INT32:
+      return *static_cast<const int32_t*>(p);
+    case GGUF_TYPE_UINT64:
+      return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
+    case GGUF_TYPE_INT64:
+      return *static_cast<const int64_t*>(p);
+    default:
+      return 0;
   }
 }
 
 size_t int_size(gguf_type t) {
   switch (t) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: return 4;
-    default: return 8;
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+      return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+      return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
 }  // namespace
 
-bool GgufFile::has(const std::string& key) const { return gguf_find_key(ctx_.get(), key.c_str()) >= 0; }
+bool GgufFile::has(const std::string& key) const {
+  return gguf_find_key(ctx_.get(), key.c_str()) >= 0;
+}
 
 Result<std::string> GgufFile::get_string(const std::string& key) const {
   int64_t id = gguf_find_key(ctx_.get(), key.c_str());
@@ -129,7 +153,8 @@ Result<bool> GgufFile::get_bool(const std::string& key) const {
 Result<std::vector<std::string>> GgufFile::get_string_array(const std::string& key) const {
   int64_t id = gguf_find_key(ctx_.get(), key.c_str());
   if (id < 0) return errorf("missing_key", "{}: missing metadata key '{}'", path_, key);
-  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(ctx_.get(), id) != GGUF_TYPE_STRING) {
+  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY ||
+      gguf_get_arr_type(ctx_.get(), id) != GGUF_TYPE_STRING) {
     return errorf("invalid_file", "{}: metadata key '{}' is not a string array", path_, key);
   }
   size_t n = gguf_get_arr_n(ctx_.get(), id);
@@ -142,7 +167,8 @@ Result<std::vector<std::string>> GgufFile::get_string_array(const std::string& k
 Result<std::vector<int64_t>> GgufFile::get_int_array(const std::string& key) const {
   int64_t id = gguf_find_key(ctx_.get(), key.c_str());
   if (id < 0) return errorf("missing_key", "{}: missing metadata key '{}'", path_, key);
-  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY || !is_int_type(gguf_get_arr_type(ctx_.get(), id))) {
+  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY ||
+      !is_int_type(gguf_get_arr_type(ctx_.get(), id))) {
     return errorf("invalid_file", "{}: metadata key '{}' is not an integer array", path_, key);
   }
   gguf_type t = gguf_get_arr_type(ctx_.get(), id);
@@ -156,7 +182,8 @@ Result<std::vector<int64_t>> GgufFile::get_int_array(const std::string& key) con
 Result<std::vector<float>> GgufFile::get_float_array(const std::string& key) const {
   int64_t id = gguf_find_key(ctx_.get(), key.c_str());
   if (id < 0) return errorf("missing_key", "{}: missing metadata key '{}'", path_, key);
-  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(ctx_.get(), id) != GGUF_TYPE_FLOAT32) {
+  if (gguf_get_kv_type(ctx_.get(), id) != GGUF_TYPE_ARRAY ||
+      gguf_get_arr_type(ctx_.get(), id) != GGUF_TYPE_FLOAT32) {
     return errorf("invalid_file", "{}: metadata key '{}' is not a float32 array", path_, key);
   }
   size_t n = gguf_get_arr_n(ctx_.get(), id);
