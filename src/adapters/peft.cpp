@@ -252,7 +252,7 @@ Result<AdapterDescription> describe_peft(const fs::path& dir) {
 
 namespace {
 
-Result<LoraSource> source_of(const SafetensorsFile& file, const SafetensorsTensor& tensor) {
+Result<LoraMatrix> matrix_of(const SafetensorsFile& file, const SafetensorsTensor& tensor) {
   ggml_type type = GGML_TYPE_F32;
   switch (tensor.float_dtype()) {
     case SafetensorsDtype::f32:
@@ -268,12 +268,12 @@ Result<LoraSource> source_of(const SafetensorsFile& file, const SafetensorsTenso
       return errorf("invalid_file", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
                     file.path(), tensor.name, tensor.dtype);
   }
-  return LoraSource{file.bytes(tensor).data(), type, tensor.numel()};
+  return LoraMatrix{file.bytes(tensor).data(), type, tensor.numel(), file.mapping()};
 }
 
 }  // namespace
 
-Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
+Result<LoraAdapter> read_peft(const fs::path& dir) {
   GRAFT_TRY(PeftScan scan, scan_peft(dir));
   LoraAdapter adapter;
   adapter.scaling = scan.description.scaling;
@@ -284,11 +284,11 @@ Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a_source, source_of(*scan.file, *a));
-    GRAFT_TRY(pair.b_source, source_of(*scan.file, *b));
+    GRAFT_TRY(pair.a, matrix_of(*scan.file, *a));
+    GRAFT_TRY(pair.b, matrix_of(*scan.file, *b));
     adapter.pairs.push_back(std::move(pair));
   }
-  return finish_reading(std::move(adapter), scan.file->mapping(), as);
+  return adapter;
 }
 
 Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWriteOptions& options) {
@@ -307,16 +307,16 @@ Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWri
   std::set<LoraTarget> targets;
   std::set<int> layers;
   for (const LoraPair& p : adapter.pairs) {
-    if (p.rank <= 0 || p.a.size() % size_t(p.rank) != 0 || p.b.size() % size_t(p.rank) != 0) {
+    if (p.rank <= 0 || p.a.n % p.rank != 0 || p.b.n % p.rank != 0) {
       return errorf("invalid_argument", "layer {} {}: sizes of a and b do not fit rank {}", p.layer,
                     peft_target_name(p.target), p.rank);
     }
-    const int64_t n_in = int64_t(p.a.size()) / p.rank;
-    const int64_t n_out = int64_t(p.b.size()) / p.rank;
+    const int64_t n_in = p.a.n / p.rank;
+    const int64_t n_out = p.b.n / p.rank;
     GRAFT_TRY_STATUS(
-        writer.add(peft_tensor_name(p.layer, p.target, false), {p.rank, n_in}, p.a, options.dtype));
+        writer.add(peft_tensor_name(p.layer, p.target, false), {p.rank, n_in}, p.a.floats(), options.dtype));
     GRAFT_TRY_STATUS(
-        writer.add(peft_tensor_name(p.layer, p.target, true), {n_out, p.rank}, p.b, options.dtype));
+        writer.add(peft_tensor_name(p.layer, p.target, true), {n_out, p.rank}, p.b.floats(), options.dtype));
     targets.insert(p.target);
     layers.insert(p.layer);
     if (p.rank != config.r) {

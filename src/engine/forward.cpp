@@ -11,20 +11,15 @@ namespace graft {
 
 Forward::Forward(Model& model, KvCache& cache, int n_threads)
     : model_(model), cache_(cache), n_threads_(std::max(1, n_threads)) {
-  backend_ = ggml_backend_cpu_init();
   ggml_threadpool_params params = ggml_threadpool_params_default(n_threads_);
-  threadpool_ = ggml_threadpool_new(&params);
-  ggml_backend_cpu_set_n_threads(backend_, n_threads_);
-  ggml_backend_cpu_set_threadpool(backend_, threadpool_);
-  allocator_ = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+  threadpool_.reset(ggml_threadpool_new(&params));
+  backend_.reset(ggml_backend_cpu_init());
+  ggml_backend_cpu_set_n_threads(backend_.get(), n_threads_);
+  ggml_backend_cpu_set_threadpool(backend_.get(), threadpool_.get());
+  allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
 }
 
-Forward::~Forward() {
-  if (ctx_) ggml_free(ctx_);
-  if (allocator_) ggml_gallocr_free(allocator_);
-  if (backend_) ggml_backend_free(backend_);
-  if (threadpool_) ggml_threadpool_free(threadpool_);
-}
+Forward::~Forward() = default;
 
 Status Forward::check(const Batch& batch) const {
   if (batch.rows.empty()) return errorf("invalid_argument", "empty batch");
@@ -50,8 +45,9 @@ Status Forward::check(const Batch& batch) const {
   return {};
 }
 
-void Forward::build(const Shape& shape) {
-  if (ctx_) ggml_free(ctx_);
+Status Forward::build(const Shape& shape) {
+  have_graph_ = false;
+  ctx_.reset();
   const ModelConfig& c = model_.config();
   const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size()) + 256;
   graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
@@ -59,51 +55,64 @@ void Forward::build(const Shape& shape) {
   params.mem_size = graph_memory_.size();
   params.mem_buffer = graph_memory_.data();
   params.no_alloc = true;
-  ctx_ = ggml_init(params);
+  ctx_.reset(ggml_init(params));
+  if (!ctx_) return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
+  ggml_context* ctx = ctx_.get();
 
   GraphContext& g = graph_;
   g = GraphContext{};
-  g.ctx = ctx_;
-  g.graph = ggml_new_graph_custom(ctx_, max_nodes, false);
+  g.ctx = ctx;
+  g.graph = ggml_new_graph_custom(ctx, max_nodes, false);
   g.n_rows = shape.n_rows;
   auto input = [&](ggml_tensor* t, const char* name) {
     ggml_set_name(t, name);
     ggml_set_input(t);
     return t;
   };
-  g.tokens = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "tokens");
-  g.positions = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_rows), "positions");
+  g.tokens = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
+  g.positions = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "positions");
   if (shape.n_outputs < shape.n_rows) {
-    g.out_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I32, shape.n_outputs), "out_rows");
+    g.out_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
   }
   g.attention.layers = cache_.layer_tensors();
-  g.attention.store_rows = input(ggml_new_tensor_1d(ctx_, GGML_TYPE_I64, shape.n_rows), "store_rows");
+  g.attention.store_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
-    group.mask = input(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    group.mask = input(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
     g.attention.groups.push_back(group);
   }
   lora_inputs_ = LoraInputs{};
   if (shape.lora_used > 0) {
-    lora_inputs_.n_used = shape.lora_used;
-    lora_inputs_.slots =
-        input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
-    lora_inputs_.scales =
-        input(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    LoraInputs& in = lora_inputs_;
+    in.n_used = shape.lora_used;
+    in.types = shape.lora_types;
+    const int n_planes = 1 + kLoraTypeCount;
+    in.routes =
+        input(ggml_new_tensor_3d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, n_planes), "lora_routes");
+    in.scales =
+        input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
     if (g.out_rows) {
-      lora_inputs_.out_slots =
-          input(ggml_new_tensor_2d(ctx_, GGML_TYPE_I32, shape.lora_used, shape.n_outputs), "lora_out_slots");
-      lora_inputs_.out_scales = input(
-          ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs), "lora_out_scales");
+      in.out_routes =
+          input(ggml_new_tensor_3d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, n_planes),
+                "lora_out_routes");
+      in.out_scales = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
+                            "lora_out_scales");
     }
-    g.lora = &lora_inputs_;
+    g.lora = &in;
   }
   logits_ = model_.build_graph(g);
   ggml_set_name(logits_, "logits");
   ggml_set_output(logits_);
   ggml_build_forward_expand(g.graph, logits_);
-  if (!ggml_gallocr_alloc_graph(allocator_, g.graph)) {
-    GRAFT_LOG_ERROR("cannot allocate the compute graph");
+  if (!ggml_gallocr_alloc_graph(allocator_.get(), g.graph)) {
+    size_t needed = 0;
+    ggml_gallocr_reserve_n_size(allocator_.get(), g.graph, nullptr, nullptr, &needed);
+    // A failed allocator keeps the failed graph's plan: start afresh.
+    allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+    ctx_.reset();
+    return errorf("out_of_memory",
+                  "cannot allocate {} MiB of compute memory for a batch of {} rows ({} with logits)",
+                  (needed + (size_t(1) << 20) - 1) >> 20, shape.n_rows, shape.n_outputs);
   }
   shape_ = shape;
   have_graph_ = true;
@@ -111,15 +120,16 @@ void Forward::build(const Shape& shape) {
   GRAFT_LOG_DEBUG(
       "graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} q4_rows inputs",
       shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
+  return {};
 }
 
-void Forward::reserve(int n_rows, int n_outputs) {
-  if (n_rows <= 0) return;
+Status Forward::reserve(int n_rows, int n_outputs) {
+  if (n_rows <= 0) return {};
   Shape shape;
   shape.n_rows = n_rows;
   shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
   shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
-  build(shape);
+  GRAFT_TRY_STATUS(build(shape));
   --graphs_built_;  // not a batch's graph
   // Fault the compute buffer in now, not in the first batch: on VMs the
   // first write to fresh memory is slow (a 302-token prompt took ~1.64 s as
@@ -129,6 +139,7 @@ void Forward::reserve(int n_rows, int n_outputs) {
     ggml_tensor* t = ggml_graph_node(graph_.graph, i);
     if (t->data && !t->view_src) std::memset(t->data, 0, ggml_nbytes(t));
   }
+  return {};
 }
 
 void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement) {
@@ -151,34 +162,61 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     if (k == 0) out[k++] = n - 1;  // nothing asked for: compute one row, return none
   }
   for (size_t i = 0; i < placement.windows.size(); ++i) {
-    cache_.fill_mask(batch, placement.windows[i], static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+    cache_.fill_mask(batch, placement.windows[i],
+                     static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
   }
-  if (g.lora) {
-    const LoraSet& lora = model_.lora();
-    const int n_used = lora_inputs_.n_used;
-    int any_slot = 0;
-    while (!lora.mounted(any_slot)) ++any_slot;  // some row routes to a mounted slot
-    auto* slots = static_cast<int32_t*>(lora_inputs_.slots->data);
-    auto* scales = static_cast<float*>(lora_inputs_.scales->data);
-    for (int r = 0; r < n; ++r) {
-      const AdapterRoute& route = batch.rows[size_t(r)].adapters;
-      for (int u = 0; u < n_used; ++u) {
-        const bool real = u < route.n;
-        // Padding entries (scale 0) point at a mounted slot: other slots may hold no data.
-        slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : any_slot);
-        scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
-      }
-    }
-    if (lora_inputs_.out_slots) {
-      const auto* out = static_cast<const int32_t*>(g.out_rows->data);
-      auto* out_slots = static_cast<int32_t*>(lora_inputs_.out_slots->data);
-      auto* out_scales = static_cast<float*>(lora_inputs_.out_scales->data);
-      for (int k = 0; k < shape_.n_outputs; ++k) {
-        std::copy_n(slots + out[k] * n_used, n_used, out_slots + k * n_used);
-        std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
-      }
+  if (g.lora) set_lora_inputs(batch);
+}
+
+void Forward::set_lora_inputs(const Batch& batch) {
+  const LoraSet& lora = model_.lora();
+  const LoraInputs& in = lora_inputs_;
+  const int n = int(batch.size());
+  const int n_used = in.n_used;
+  // Entries of another type, and padding (scale 0), point at a mounted adapter of each type.
+  std::array<int32_t, kLoraTypeCount> fill{};
+  for (int t = 0; t < kLoraTypeCount; ++t) fill[size_t(t)] = lora.any_index(LoraType(t));
+  auto* routes = static_cast<int32_t*>(in.routes->data);
+  auto* scales = static_cast<float*>(in.scales->data);
+  const size_t plane = size_t(n_used) * size_t(n);
+  for (int r = 0; r < n; ++r) {
+    const AdapterRoute& route = batch.rows[size_t(r)].adapters;
+    for (int u = 0; u < n_used; ++u) {
+      const size_t e = size_t(r * n_used + u);
+      for (int t = 0; t < kLoraTypeCount; ++t) routes[(1 + size_t(t)) * plane + e] = fill[size_t(t)];
+      routes[e] = 0;
+      scales[e] = 0.0f;
+      if (u >= route.n) continue;
+      const LoraSet::Place place = lora.place(route.slot[u]);
+      routes[e] = int32_t(place.type);
+      routes[(1 + size_t(place.type)) * plane + e] = place.index;
+      scales[e] = route.scale[u] * lora.scale(route.slot[u]);
     }
   }
+  if (in.out_routes) {
+    const auto* out = static_cast<const int32_t*>(graph_.out_rows->data);
+    auto* out_routes = static_cast<int32_t*>(in.out_routes->data);
+    auto* out_scales = static_cast<float*>(in.out_scales->data);
+    const size_t out_plane = size_t(n_used) * size_t(shape_.n_outputs);
+    for (int k = 0; k < shape_.n_outputs; ++k) {
+      for (int p = 0; p < 1 + kLoraTypeCount; ++p) {
+        std::copy_n(routes + size_t(p) * plane + size_t(out[k] * n_used), n_used,
+                    out_routes + size_t(p) * out_plane + size_t(k * n_used));
+      }
+      std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
+    }
+  }
+}
+
+void Forward::unplace(const Batch& batch) {
+  // Each sequence's rows continue it: dropping its positions from its first
+  // row on restores it.
+  std::vector<std::pair<SeqId, int32_t>> firsts;
+  for (const BatchRow& row : batch.rows) {
+    auto it = std::find_if(firsts.begin(), firsts.end(), [&](const auto& f) { return f.first == row.seq; });
+    if (it == firsts.end()) firsts.emplace_back(row.seq, row.pos);
+  }
+  for (const auto& [seq, pos] : firsts) cache_.seq_truncate(seq, pos);
 }
 
 Result<LogitsView> Forward::run(const Batch& batch) {
@@ -190,13 +228,24 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   const int n_logits = batch.n_logits();
   shape.n_outputs = std::max(1, n_logits);
   shape.windows = placement.windows;
-  for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
-  shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
-  if (!have_graph_ || !(shape == shape_)) build(shape);
+  const LoraSet& lora = model_.lora();
+  for (const BatchRow& row : batch.rows) {
+    shape.lora_used = std::max(shape.lora_used, row.adapters.n);
+    for (int i = 0; i < row.adapters.n; ++i)
+      shape.lora_types[size_t(lora.place(row.adapters.slot[i]).type)] = true;
+  }
+  shape.lora_version = shape.lora_used > 0 ? lora.version() : 0;
+  if (!have_graph_ || !(shape == shape_)) {
+    if (Status built = build(shape); !built) {
+      unplace(batch);
+      return built.error();
+    }
+  }
 
   set_inputs(batch, placement);
-  const ggml_status status = ggml_backend_graph_compute(backend_, graph_.graph);
+  const ggml_status status = ggml_backend_graph_compute(backend_.get(), graph_.graph);
   if (status != GGML_STATUS_SUCCESS) {
+    unplace(batch);
     return errorf("compute_failed", "the forward pass failed ({})", ggml_status_to_string(status));
   }
   LogitsView view;

@@ -5,12 +5,12 @@
 // adapter routes: it is the same path (DESIGN.md invariant 6).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <ggml-alloc.h>
-#include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
 #include "engine/batch.h"
@@ -37,12 +37,15 @@ class Forward {
   Forward& operator=(const Forward&) = delete;
 
   // Errors (bad token, unknown sequence, position gap, no room, unmounted
-  // adapter) leave the cache as it was.
+  // adapter) leave the cache as it was; so does "out_of_memory" (the compute
+  // buffer for the batch cannot be allocated), after which smaller batches
+  // still run.
   Result<LogitsView> run(const Batch& batch);
 
   // Sizes the compute buffer for batches of up to n_rows rows and n_outputs
   // logits rows over the whole cache, so that such batches never grow it.
-  void reserve(int n_rows, int n_outputs);
+  // Errors: "out_of_memory", naming the size.
+  Status reserve(int n_rows, int n_outputs);
 
   int n_threads() const { return n_threads_; }
   // Graphs built so far (a batch of the same shape as the last reuses its graph).
@@ -54,25 +57,33 @@ class Forward {
     int n_outputs = 0;
     std::vector<KvCache::Window> windows;
     int lora_used = 0;
+    std::array<bool, kLoraTypeCount> lora_types{};
     uint64_t lora_version = 0;
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;
-  void build(const Shape& shape);
+  Status build(const Shape& shape);
   void set_inputs(const Batch& batch, const KvCache::Placement& placement);
+  void set_lora_inputs(const Batch& batch);
+  // Takes a batch's rows back out of the cache (after a failed pass).
+  void unplace(const Batch& batch);
 
   Model& model_;
   KvCache& cache_;
   int n_threads_;
-  ggml_backend_t backend_ = nullptr;
-  ggml_threadpool_t threadpool_ = nullptr;
-  ggml_gallocr_t allocator_ = nullptr;
+  struct ThreadpoolFree {
+    void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
+  };
+  // Declared in the order they depend on each other (destroyed in reverse).
+  std::unique_ptr<ggml_threadpool, ThreadpoolFree> threadpool_;
+  ggml_backend_ptr backend_;  // runs on threadpool_
+  ggml_gallocr_ptr allocator_;
 
   // The current graph and its inputs.
   Shape shape_;
   bool have_graph_ = false;
   std::vector<uint8_t> graph_memory_;
-  ggml_context* ctx_ = nullptr;
+  ggml_context_ptr ctx_;  // in graph_memory_
   GraphContext graph_;
   LoraInputs lora_inputs_;
   ggml_tensor* logits_ = nullptr;

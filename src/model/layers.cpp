@@ -1,6 +1,8 @@
 #include "model/layers.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 #include "model/lora_ops.h"
@@ -22,41 +24,50 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 
 namespace {
 
-// w x: through q4_rows when w suits it (the result is ggml's to the bit),
-// through ggml otherwise.
-ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
-  if (!ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
+// w x: through q4_rows when the model says w suits it (the result is
+// ggml's to the bit), through ggml otherwise.
+ggml_tensor* mul_mat(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x) {
+  if (!ggml_is_contiguous(x) || !model.multiplies_by_q4_rows(w)) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
   return q4_rows_mul_mat(g.ctx, w, it->second);
 }
 
 // y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
-// [n_in, n_rows] and y [n_out, n_rows]. The deltas go into y one at a time, in
+// [n_in, n_rows] and y [n_out, n_rows]: the A products through the stacks of
+// each adapter type the batch uses, then the deltas into y one at a time, in
 // the selection's order, as llama.cpp applies its adapters: summing them
 // first rounds differently, and through q8_0 activations that can change a
 // greedy token.
-ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x, ggml_tensor* y) {
+ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet& lora, int layer, LoraTarget target,
+                             ggml_tensor* x, ggml_tensor* y) {
   ggml_context* ctx = g.ctx;
   const LoraInputs& in = *g.lora;
   // After select_output_rows only the output rows are left.
-  const bool outputs_only = in.out_slots && x->ne[1] != g.n_rows;
-  ggml_tensor* slots = outputs_only ? in.out_slots : in.slots;
+  const bool outputs_only = in.out_routes && x->ne[1] != g.n_rows;
+  ggml_tensor* routes = outputs_only ? in.out_routes : in.routes;
   ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
   ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
-  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);   // [rank, n_used, n_rows]
-  return lora_b_add(ctx, y, stack.b, ax, slots, scales);
+  std::array<LoraProducts, kLoraTypeCount> groups;
+  size_t n_groups = 0;
+  for (int t = 0; t < kLoraTypeCount; ++t) {
+    const LoraSet::Stack stack = lora.stack(layer, target, LoraType(t));
+    if (!in.types[size_t(t)] || !stack.a) continue;
+    ggml_tensor* slots =
+        ggml_view_2d(ctx, routes, routes->ne[0], routes->ne[1], routes->nb[1], size_t(1 + t) * routes->nb[2]);
+    ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);  // [rank, n_used, n_rows]
+    groups[n_groups++] = {stack.b, ax};
+  }
+  if (n_groups == 0) return y;
+  return lora_b_add(ctx, y, routes, scales, std::span(groups.data(), n_groups));
 }
 
 }  // namespace
 
 ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
                          LoraTarget target, ggml_tensor* bias) {
-  ggml_tensor* y = mul_mat(g, w, x);
-  if (g.lora) {
-    LoraSet::Stack stack = model.lora().stack(layer, target);
-    if (stack.a) y = add_lora_deltas(g, stack, x, y);
-  }
+  ggml_tensor* y = mul_mat(g, model, w, x);
+  if (g.lora) y = add_lora_deltas(g, model.lora(), layer, target, x, y);
   if (bias) y = ggml_add(g.ctx, y, bias);
   return y;
 }
@@ -89,13 +100,13 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
                               : ggml_view_3d(ctx, q, q->ne[0], q->ne[1], group.n_rows, q->nb[1], q->nb[2],
                                              size_t(group.row_begin) * q->nb[2]);
     const size_t cell_bytes = ggml_row_size(cache.k->type, n_embd_kv);
-    ggml_tensor* keys = ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells,
-                                     ggml_row_size(cache.k->type, head_dim), cell_bytes,
-                                     size_t(group.cell_begin) * cell_bytes);
-    ggml_tensor* values = ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells,
-                                       ggml_row_size(cache.v->type, head_dim),
-                                       ggml_row_size(cache.v->type, n_embd_kv),
-                                       size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
+    ggml_tensor* keys =
+        ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.k->type, head_dim),
+                     cell_bytes, size_t(group.cell_begin) * cell_bytes);
+    ggml_tensor* values =
+        ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.v->type, head_dim),
+                     ggml_row_size(cache.v->type, n_embd_kv),
+                     size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
@@ -107,7 +118,8 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
   // to groups times along a chain.
   while (outs.size() > 1) {
     std::vector<ggml_tensor*> joined;
-    for (size_t i = 0; i + 1 < outs.size(); i += 2) joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
+    for (size_t i = 0; i + 1 < outs.size(); i += 2)
+      joined.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 2));
     if (outs.size() % 2 == 1) joined.push_back(outs.back());
     outs = std::move(joined);
   }
@@ -130,7 +142,7 @@ ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x) {
 ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x) {
   const ModelWeights& w = model.weights();
   x = rms_norm(g, x, w.output_norm, model.config().rms_eps);
-  return mul_mat(g, w.output, x);
+  return mul_mat(g, model, w.output, x);
 }
 
 }  // namespace graft

@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "io/gguf_file.h"
 #include "io/mmap.h"
@@ -56,8 +56,6 @@ struct ModelLoadOptions {
   // Copy weights that ggml's CPU backend multiplies faster in a repacked
   // layout (e.g. Q4_0 on AVX2) into such a buffer, as llama.cpp does.
   bool repack = true;
-  // Storage type of mounted LoRA matrices (F16 or F32).
-  ggml_type lora_type = GGML_TYPE_F16;
 };
 
 // The weights of one transformer block. Optional tensors are null.
@@ -109,6 +107,10 @@ class Model {
   // Seconds spent in load().
   double load_seconds() const { return load_seconds_; }
 
+  // Whether the weight is multiplied by q4_rows (see q4_rows.h): a repacked
+  // Q4_0 weight whose layout the loader confirmed, on a CPU that runs it.
+  bool multiplies_by_q4_rows(const ggml_tensor* w) const { return q4_rows_weights_.count(w) > 0; }
+
   // Appends the forward graph of one batch (see model/graph.h) and returns
   // the logits tensor [n_vocab, n_outputs].
   ggml_tensor* build_graph(GraphContext& g) const;
@@ -127,8 +129,9 @@ class Model {
   ModelConfig config_;
   const Architecture* arch_ = nullptr;
   ModelWeights weights_;
-  ggml_context* tensor_ctx_ = nullptr;
-  std::vector<ggml_backend_buffer_t> buffers_;
+  ggml_context_ptr tensor_ctx_;
+  std::vector<ggml_backend_buffer_ptr> buffers_;  // over file_, and the repacked copies
+  std::unordered_set<const ggml_tensor*> q4_rows_weights_;
   size_t weight_bytes_ = 0;
   size_t repacked_bytes_ = 0;
   double load_seconds_ = 0.0;

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <utility>
 
-#include <ggml-backend.h>
 #include <ggml-cpu.h>
 
 namespace graft {
@@ -42,6 +41,14 @@ struct Q4x8 {
   uint8_t qs[128];
 };
 static_assert(sizeof(Q4x8) == 144);
+
+// A Q4_0 block as files store it: an F16 scale, then weight i in the low
+// nibble of byte i and weight i + 16 in its high one.
+struct Q4Block {
+  uint16_t d;
+  uint8_t qs[16];
+};
+static_assert(sizeof(Q4Block) == 18);
 
 bool cpu_has_vnni512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -166,11 +173,32 @@ GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 }  // namespace
 
-bool q4_rows_supported(const ggml_tensor* w) {
-  if (w->type != GGML_TYPE_Q4_0 || !w->buffer || !w->extra || w->ne[1] % 8 != 0) return false;
-  if (w->ne[2] != 1 || w->ne[3] != 1 || !cpu_has_vnni512() || !ggml_cpu_has_avx2()) return false;
-  // ggml repacks Q4_0 into 8 interleaved rows wherever it has AVX2.
-  return std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
+bool q4_rows_cpu() {
+  return cpu_has_vnni512();
+}
+
+bool q4_rows_layout_matches(const ggml_tensor* packed, const void* original) {
+  if (packed->type != GGML_TYPE_Q4_0 || packed->ne[0] % kBlock != 0 || packed->ne[1] % 8 != 0 ||
+      packed->ne[1] == 0 || ggml_nrows(packed) != packed->ne[1] || !packed->data) {
+    return false;
+  }
+  const int64_t nb = packed->ne[0] / kBlock;
+  const int64_t n_groups = packed->ne[1] / 8;
+  const auto* rows = static_cast<const Q4Block*>(original);
+  const auto* groups = static_cast<const Q4x8*>(packed->data);
+  // The first block of the first group, and the last block of the last.
+  for (const auto& [g, b] : {std::pair<int64_t, int64_t>{0, 0}, {n_groups - 1, nb - 1}}) {
+    Q4x8 want;
+    for (int c = 0; c < 8; ++c) {
+      const Q4Block& in = rows[(g * 8 + c) * nb + b];
+      want.d[c] = in.d;
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < 8; ++j) want.qs[h * 64 + c * 8 + j] = uint8_t(in.qs[8 * h + j] ^ 0x88);
+      }
+    }
+    if (std::memcmp(&want, &groups[g * nb + b], sizeof(Q4x8)) != 0) return false;
+  }
+  return true;
 }
 
 ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x) {

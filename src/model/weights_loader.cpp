@@ -6,6 +6,8 @@
 #include <ggml-cpu.h>
 
 #include "model/model.h"
+#include "model/q4_rows.h"
+#include "util/log.h"
 
 namespace graft {
 
@@ -36,12 +38,8 @@ WeightsLoader::WeightsLoader(const GgufFile& gguf, const MappedFile& file, const
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (gguf.tensors().size() + 8);
   params.no_alloc = true;
-  ctx_ = ggml_init(params);
+  ctx_.reset(ggml_init(params));
   if (repack_) repack_type_ = repack_buffer_type();
-}
-
-WeightsLoader::~WeightsLoader() {
-  if (ctx_) ggml_free(ctx_);
 }
 
 Result<const GgufTensorInfo*> WeightsLoader::find(const std::string& name, int n_dims,
@@ -61,7 +59,7 @@ Result<const GgufTensorInfo*> WeightsLoader::find(const std::string& name, int n
 }
 
 ggml_tensor* WeightsLoader::create(const GgufTensorInfo& info, const std::string& name) {
-  ggml_tensor* t = ggml_new_tensor(ctx_, info.type, GGML_MAX_DIMS, info.ne);
+  ggml_tensor* t = ggml_new_tensor(ctx_.get(), info.type, GGML_MAX_DIMS, info.ne);
   ggml_set_name(t, name.c_str());
   return t;
 }
@@ -74,6 +72,7 @@ bool WeightsLoader::repackable(const ggml_tensor* t) {
   params.no_alloc = true;
   ggml_context_ptr ctx(ggml_init(params));
   ggml_backend_buffer_ptr dummy(ggml_backend_buft_alloc_buffer(repack_type_, 0));
+  if (!dummy) return false;
   ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), t->type, t->ne[0], t->ne[1]);
   w->buffer = dummy.get();
   ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, t->ne[0], 512);
@@ -136,17 +135,16 @@ Result<LoadedWeights> WeightsLoader::finish() {
   uint8_t* base = const_cast<uint8_t*>(file_.data());
 
   // In place: one CPU buffer over the whole read-only mapping.
-  ggml_backend_buffer_t mapped = ggml_backend_cpu_buffer_from_ptr(base, file_.size());
+  ggml_backend_buffer_ptr mapped(ggml_backend_cpu_buffer_from_ptr(base, file_.size()));
   if (!mapped) return errorf("io_error", "{}: cannot wrap the file mapping", gguf_.path());
-  out.buffers.push_back(mapped);
   for (const Entry& e : entries_) {
     if (e.repack) continue;
-    if (ggml_backend_tensor_alloc(mapped, e.tensor, base + e.offset) != GGML_STATUS_SUCCESS) {
-      for (auto* b : out.buffers) ggml_backend_buffer_free(b);
+    if (ggml_backend_tensor_alloc(mapped.get(), e.tensor, base + e.offset) != GGML_STATUS_SUCCESS) {
       return errorf("io_error", "{}: cannot place tensor '{}'", gguf_.path(), ggml_get_name(e.tensor));
     }
     out.weight_bytes += e.size;
   }
+  out.buffers.push_back(std::move(mapped));
 
   // Repacked copies.
   size_t total = 0;
@@ -159,20 +157,29 @@ Result<LoadedWeights> WeightsLoader::finish() {
     total += ggml_backend_buft_get_alloc_size(repack_type_, entries_[i].tensor);
   }
   if (total > 0) {
-    ggml_backend_buffer_t packed = ggml_backend_buft_alloc_buffer(repack_type_, total);
+    ggml_backend_buffer_ptr packed(ggml_backend_buft_alloc_buffer(repack_type_, total));
     if (!packed) {
-      for (auto* b : out.buffers) ggml_backend_buffer_free(b);
       return errorf("out_of_memory", "{}: cannot allocate {} MiB for repacked weights", gguf_.path(),
                     total >> 20);
     }
-    out.buffers.push_back(packed);
-    ggml_backend_buffer_set_usage(packed, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    uint8_t* packed_base = static_cast<uint8_t*>(ggml_backend_buffer_get_base(packed));
+    ggml_backend_buffer_set_usage(packed.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    uint8_t* packed_base = static_cast<uint8_t*>(ggml_backend_buffer_get_base(packed.get()));
+    std::string q4_rows_mismatch;
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       if (!e.repack) continue;
-      ggml_backend_tensor_alloc(packed, e.tensor, packed_base + at[i]);
+      if (ggml_backend_tensor_alloc(packed.get(), e.tensor, packed_base + at[i]) != GGML_STATUS_SUCCESS) {
+        return errorf("out_of_memory", "{}: cannot place tensor '{}' in the repacked weights", gguf_.path(),
+                      ggml_get_name(e.tensor));
+      }
       ggml_backend_tensor_set(e.tensor, base + e.offset, 0, e.size);
+      if (e.tensor->type == GGML_TYPE_Q4_0 && q4_rows_cpu()) {
+        if (q4_rows_layout_matches(e.tensor, base + e.offset)) {
+          out.q4_rows.push_back(e.tensor);
+        } else {
+          q4_rows_mismatch = ggml_get_name(e.tensor);
+        }
+      }
       out.weight_bytes += e.size;
       out.repacked_bytes += e.size;
       // Release the mapped pages just copied (so resident memory never holds
@@ -181,9 +188,15 @@ Result<LoadedWeights> WeightsLoader::finish() {
       for (const Entry& other : entries_) shared = shared || (!other.repack && other.offset == e.offset);
       if (!shared) file_.release(e.offset, e.size);
     }
+    out.buffers.push_back(std::move(packed));
+    if (!q4_rows_mismatch.empty()) {
+      GRAFT_LOG_WARN(
+          "{}: ggml {} repacks Q4_0 weights ('{}' and maybe others) in a layout other than the one graft's "
+          "q4_rows kernel reads (ggml {}); ggml's own kernels multiply them",
+          gguf_.path(), ggml_version(), q4_rows_mismatch, kQ4RowsGgmlVersion);
+    }
   }
-  out.ctx = ctx_;
-  ctx_ = nullptr;
+  out.ctx = std::move(ctx_);
   return out;
 }
 

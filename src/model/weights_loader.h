@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "io/gguf_file.h"
 #include "io/mmap.h"
@@ -25,16 +24,18 @@ struct ModelConfig;
 ggml_backend_buffer_type_t repack_buffer_type();
 
 struct LoadedWeights {
-  ggml_context* ctx = nullptr;  // owns the tensor headers
-  std::vector<ggml_backend_buffer_t> buffers;
+  ggml_context_ptr ctx;  // the tensor headers
+  std::vector<ggml_backend_buffer_ptr> buffers;
   size_t weight_bytes = 0;
   size_t repacked_bytes = 0;
+  // Repacked Q4_0 weights whose layout q4_rows reads (checked against the
+  // file here), on a CPU that runs q4_rows; see q4_rows.h.
+  std::vector<const ggml_tensor*> q4_rows;
 };
 
 class WeightsLoader {
  public:
   WeightsLoader(const GgufFile& gguf, const MappedFile& file, const ModelConfig& config, bool repack);
-  ~WeightsLoader();
   WeightsLoader(const WeightsLoader&) = delete;
   WeightsLoader& operator=(const WeightsLoader&) = delete;
 
@@ -47,7 +48,8 @@ class WeightsLoader {
   // An F32 vector (norm weights, biases, rope factors).
   Result<ggml_tensor*> vector(const std::string& name, int64_t n);
 
-  // Allocates and fills everything; the loader gives up ownership.
+  // Allocates and fills everything; the loader gives up ownership. Errors:
+  // "out_of_memory" (the repacked copies), "io_error" (placing a tensor).
   Result<LoadedWeights> finish();
 
  private:
@@ -64,7 +66,7 @@ class WeightsLoader {
   const GgufFile& gguf_;
   const MappedFile& file_;
   bool repack_;
-  ggml_context* ctx_ = nullptr;
+  ggml_context_ptr ctx_;
   ggml_backend_buffer_type_t repack_type_ = nullptr;
   std::vector<Entry> entries_;
 };

@@ -2,9 +2,11 @@
 // continuations on the golden test models must be token-identical to
 // llama.cpp's (recorded by scripts/make-adapter-goldens.sh into
 // tests/data/goldens/adapters/), for the GGUF form of each adapter and for
-// its PEFT form.
+// its PEFT form, with adapters stored in F16, F32 and BF16 (each computed in
+// its own type, as llama.cpp computes it), alone and stacked.
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -66,11 +68,14 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     auto targets = parse_target_list(a.at("targets").get<std::string>());
     ASSERT_TRUE(targets.ok());
     as.targets = *targets;
-    ASSERT_EQ(a.at("dtype"), "f16");
+    const std::string dtype = a.at("dtype");
+    const std::map<std::string, SafetensorsDtype> peft_dtypes = {
+        {"f16", SafetensorsDtype::f16}, {"f32", SafetensorsDtype::f32}, {"bf16", SafetensorsDtype::bf16}};
+    ASSERT_TRUE(peft_dtypes.count(dtype)) << "adapter " << id << ": dtype " << dtype;
     const LoraAdapter adapter = testing::make_adapter(as);
     fs::create_directories(root / id);
-    testing::write_gguf_or_fail(root / id / "adapter.gguf", adapter, {m.at("arch"), "", "f16"});
-    testing::write_peft_or_fail(root / (id + "-peft"), adapter, {"", SafetensorsDtype::f16});
+    testing::write_gguf_or_fail(root / id / "adapter.gguf", adapter, {m.at("arch"), "", dtype});
+    testing::write_peft_or_fail(root / (id + "-peft"), adapter, {"", peft_dtypes.at(dtype)});
   }
   AdapterStore store({root});
   auto base = BaseModel::from_gguf(e.model->gguf());
@@ -79,6 +84,11 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
   for (const AvailableAdapter& a : store.scan()) {
     auto loaded = mounted.load(a, [&](const LoraWeights& w) { return e.model->mount_lora(w); });
     ASSERT_TRUE(loaded.ok()) << error_of(loaded);
+    // Kept in its own type: "f16", "f32", "bf16".
+    const std::string id = a.id.substr(0, a.id.find("-peft"));
+    EXPECT_EQ(std::string(ggml_type_name(ggml_type_of(loaded->type))),
+              golden.at("adapters").at(id).at("dtype").get<std::string>())
+        << a.id;
   }
 
   int n_cases = 0;
@@ -106,7 +116,7 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     }
     ++n_cases;
   }
-  EXPECT_GE(n_cases, 8);
+  EXPECT_GE(n_cases, 14);
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),
