@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup configure build serve test clean format
+.PHONY: setup configure build serve test clean format format-check
 
 setup:
 	./scripts/setup.sh
@@ -26,5 +26,9 @@ test: build
 clean:
 	rm -rf $(BUILD)
 
+# `make test` runs the same check as its ctest test clang_format.
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+format-check:
+	./scripts/check-format.sh

@@ -1,16 +1,26 @@
 // A small concurrent streaming client for bench/serve.sh: the same requests
 // against any OpenAI-compatible server (graft, llama-server). No packages.
 //
-//   node bench/serve_client.mjs --url http://127.0.0.1:8080 --scenario single
+//   node bench/serve_client.mjs --url http://127.0.0.1:8080 --scenario single [--round 1]
+//        [--stats-path /stats]
 //
-// Scenarios (every prompt starts with a unique number, so no server can reuse
-// another request's KV unless the scenario says so):
-//   single   1 stream, short prompt, 128 tokens: decode tok/s, 3 runs
+// Scenarios:
+//   single   1 stream, short prompt, 128 tokens, 3 runs: decode tok/s, TTFT
 //   short4   4 concurrent streams, short prompts, 128 tokens: aggregate tok/s, TTFT
 //   long4    4 concurrent streams, ~300-token prompts, 32 tokens: TTFT
 //   shared4  like long4, but the prompts share a ~250-token preamble
-//   health8  8 concurrent streams, 128 tokens, /health polled every 25 ms
-// Prints one JSON object.
+//   health8  8 concurrent streams, 128 tokens; /health and the stats route
+//            (--stats-path: graft's /stats, llama-server's /slots) each
+//            polled every 25 ms on a kept-alive connection of its own
+// Prints one JSON object with every sample (the caller takes percentiles).
+//
+// Prompts are fixed: words from a seeded generator, each prompt starting with
+// "Note N:" where N depends only on the scenario, the round (--round) and the
+// request, so every server gets exactly the same prompts, and no request can
+// reuse more than the first few tokens ("Note" and N's leading digits) of
+// another's KV unless the scenario says so.
+// --gen-tokens N makes every scenario generate N tokens (default: 128, and 32
+// for long4 and shared4), for a quick run.
 import { Worker } from 'node:worker_threads';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
@@ -19,7 +29,13 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) =>
 }, []));
 const URL_BASE = args.url ?? 'http://127.0.0.1:8080';
 const SCENARIO = args.scenario ?? 'single';
-const ROUNDS = Number(args.rounds ?? 2);
+const ROUNDS = Number(args.rounds ?? 1);
+const ROUND = Number(args.round ?? 1);
+const STATS_PATH = args['stats-path'] ?? '/stats';
+const GEN_TOKENS = args['gen-tokens'] ? Number(args['gen-tokens']) : null;
+const gen = (n) => GEN_TOKENS ?? n;
+const SCENARIOS = ['single', 'short4', 'long4', 'shared4', 'health8'];
+if (!SCENARIOS.includes(SCENARIO)) throw new Error(`unknown scenario ${SCENARIO}`);
 
 const WORDS = ('the of and to in is was for on that with as by at from his her they this be are an or not had ' +
   'have one all were we when there can more if out so said what up its about into than them only other new ' +
@@ -39,7 +55,7 @@ function words(n) {
   for (let i = 0; i < n; i++) out.push(WORDS[Math.floor(rand() * WORDS.length)]);
   return out.join(' ');
 }
-let serial = Math.floor(Math.random() * 100000);
+let serial = 100000 * (SCENARIOS.indexOf(SCENARIO) + 1) + 1000 * ROUND;
 const unique = () => `Note ${serial++}:`;
 const PREAMBLE = words(250);
 
@@ -94,13 +110,6 @@ async function stream(prompt, maxTokens) {
   };
 }
 
-// Nearest-rank percentile: the smallest sample with at least p% of samples at or below it.
-function percentile(values, p) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-const median = (v) => percentile(v, 50);
-
 async function concurrent(prompts, maxTokens) {
   const t0 = performance.now();
   const results = await Promise.all(prompts.map((p) => stream(p, maxTokens)));
@@ -109,18 +118,19 @@ async function concurrent(prompts, maxTokens) {
   return { results, wall, aggregate_tps: tokens / wall };
 }
 
-// /health is polled from a worker thread over a kept-alive socket with a
-// hand-written request: fetch() adds about a millisecond of its own per call
-// and tens of milliseconds on its tail when the machine is busy, which would
-// be measured as the server's latency. A server that closes the connection
-// (llama-server does every 100 requests) gets a new one, and that request's
-// time includes connecting.
-async function healthPoller() {
+// /health and the stats route are polled from worker threads, each over a
+// kept-alive socket with a hand-written request: fetch() adds about a
+// millisecond of its own per call and tens of milliseconds on its tail when
+// the machine is busy, which would be measured as the server's latency. A
+// server that closes the connection (llama-server does every 100 requests)
+// gets a new one, and that request's time includes connecting.
+async function poller(path) {
   const worker = new Worker(`
     const { parentPort } = require('node:worker_threads');
     const net = require('node:net');
     const url = new URL(process.argv[2]);
-    const request = 'GET /health HTTP/1.1\\r\\nHost: ' + url.host + '\\r\\n\\r\\n';
+    const path = process.argv[3];
+    const request = 'GET ' + path + ' HTTP/1.1\\r\\nHost: ' + url.host + '\\r\\n\\r\\n';
     let stop = false;
     parentPort.on('message', () => { stop = true; });
     let socket = null;
@@ -131,10 +141,10 @@ async function healthPoller() {
       const head = buffer.indexOf('\\r\\n\\r\\n');
       if (head < 0) return;
       const length = /content-length:\\s*(\\d+)/i.exec(buffer.subarray(0, head).toString());
-      if (!length) throw new Error('/health answered without a Content-Length');
+      if (!length) throw new Error(path + ' answered without a Content-Length');
       const end = head + 4 + Number(length[1]);
       if (buffer.length < end) return;
-      if (!buffer.subarray(0, 12).toString().endsWith('200')) throw new Error('/health: ' + buffer.toString());
+      if (!buffer.subarray(0, 12).toString().endsWith('200')) throw new Error(path + ': ' + buffer.toString());
       buffer = buffer.subarray(end);
       const resolve = done;
       done = null;
@@ -165,7 +175,7 @@ async function healthPoller() {
       socket?.destroy();
       parentPort.postMessage(lat);
     })();
-  `, { eval: true, argv: [URL_BASE] });
+  `, { eval: true, argv: [URL_BASE, path] });
   return {
     stop: () => new Promise((resolve) => {
       worker.once('message', (lat) => { worker.terminate(); resolve(lat); });
@@ -174,16 +184,18 @@ async function healthPoller() {
   };
 }
 
+const round2 = (values) => values.map((v) => Math.round(v * 100) / 100);
+
 async function main() {
   await stream(`${unique()} warm up`, 4);  // load, first graphs
-  const out = { scenario: SCENARIO };
+  const out = { scenario: SCENARIO, round: ROUND };
   if (SCENARIO === 'single') {
     const runs = [];
-    for (let i = 0; i < 3; i++) runs.push(await stream(`${unique()} ${words(16)}`, 128));
-    out.decode_tps = median(runs.map((r) => r.decode_tps));
-    out.ttft_ms = median(runs.map((r) => r.ttft_ms));
+    for (let i = 0; i < 3 * ROUNDS; i++) runs.push(await stream(`${unique()} ${words(16)}`, gen(128)));
+    out.decode_tps = runs.map((r) => r.decode_tps);
+    out.ttft_ms = round2(runs.map((r) => r.ttft_ms));
   } else if (SCENARIO === 'short4' || SCENARIO === 'long4' || SCENARIO === 'shared4') {
-    const maxTokens = SCENARIO === 'short4' ? 128 : 32;
+    const maxTokens = gen(SCENARIO === 'short4' ? 128 : 32);
     const ttfts = [];
     const aggregates = [];
     const promptTokens = [];
@@ -198,22 +210,18 @@ async function main() {
       promptTokens.push(...r.results.map((x) => x.prompt_tokens));
       aggregates.push(r.aggregate_tps);
     }
-    out.ttft_p50_ms = median(ttfts);
-    out.ttft_ms = ttfts.map((t) => Math.round(t));
-    out.aggregate_tps = median(aggregates);
+    out.ttft_ms = round2(ttfts);
+    out.aggregate_tps = aggregates;
     out.prompt_tokens = promptTokens.filter((x) => x !== null);
   } else if (SCENARIO === 'health8') {
-    const poller = await healthPoller();
+    const health = await poller('/health');
+    const stats = await poller(STATS_PATH);
     const prompts = Array.from({ length: 8 }, () => `${unique()} ${words(16)}`);
-    const r = await concurrent(prompts, 128);
-    const lat = await poller.stop();
-    out.health_n = lat.length;
-    out.health_p50_ms = percentile(lat, 50);
-    out.health_p99_ms = percentile(lat, 99);
-    out.health_max_ms = Math.max(...lat);
-    out.aggregate_tps = r.aggregate_tps;
-  } else {
-    throw new Error(`unknown scenario ${SCENARIO}`);
+    const r = await concurrent(prompts, gen(128));
+    out.health_ms = round2(await health.stop());
+    out.stats_ms = round2(await stats.stop());
+    out.stats_path = STATS_PATH;
+    out.aggregate_tps = [r.aggregate_tps];
   }
   console.log(JSON.stringify(out));
 }

@@ -9,6 +9,7 @@ DEB_PACKAGES=(
   libboost-dev libboost-system-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev
   libgtest-dev libgmock-dev nodejs npm
+  clang-format
 )
 
 missing=()

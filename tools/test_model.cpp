@@ -4,13 +4,13 @@
 #include <ggml.h>
 #include <gguf.h>
 
+#include <unistd.h>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <regex>
-#include <unistd.h>
 #include <vector>
 
 #include "io/gguf_file.h"
@@ -27,8 +27,8 @@ struct TypeName {
 };
 
 constexpr TypeName kTypes[] = {
-    {"f32", GGML_TYPE_F32, 0},   {"f16", GGML_TYPE_F16, 1},   {"bf16", GGML_TYPE_BF16, 32},
-    {"q8_0", GGML_TYPE_Q8_0, 7}, {"q4_0", GGML_TYPE_Q4_0, 2}, {"q4_1", GGML_TYPE_Q4_1, 3},
+    {"f32", GGML_TYPE_F32, 0},    {"f16", GGML_TYPE_F16, 1},    {"bf16", GGML_TYPE_BF16, 32},
+    {"q8_0", GGML_TYPE_Q8_0, 7},  {"q4_0", GGML_TYPE_Q4_0, 2},  {"q4_1", GGML_TYPE_Q4_1, 3},
     {"q4_k", GGML_TYPE_Q4_K, 15}, {"q5_k", GGML_TYPE_Q5_K, 17}, {"q6_k", GGML_TYPE_Q6_K, 18},
 };
 
@@ -83,7 +83,8 @@ Status check_spec(const TestModelSpec& s) {
     return errorf("invalid_argument", "every dimension must be positive");
   }
   if (s.n_head % s.n_head_kv != 0) {
-    return errorf("invalid_argument", "n_head ({}) must be a multiple of n_head_kv ({})", s.n_head, s.n_head_kv);
+    return errorf("invalid_argument", "n_head ({}) must be a multiple of n_head_kv ({})", s.n_head,
+                  s.n_head_kv);
   }
   if (s.head_dim == 0 && s.n_embd % s.n_head != 0) {
     return errorf("invalid_argument", "n_embd ({}) must be a multiple of n_head ({})", s.n_embd, s.n_head);
@@ -112,8 +113,8 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   const int64_t block = ggml_blck_size(wtype->type);
   for (int64_t width : {int64_t(spec.n_embd), int64_t(spec.n_ff), int64_t(spec.n_head) * head_dim}) {
     if (width % block != 0) {
-      return errorf("invalid_argument", "type {} needs row widths that are multiples of {}, got {}", spec.type,
-                    block, width);
+      return errorf("invalid_argument", "type {} needs row widths that are multiples of {}, got {}",
+                    spec.type, block, width);
     }
   }
 
@@ -160,7 +161,9 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
                     }});
   };
   auto norm = [&](const std::string& name, int64_t n) {
-    plan.push_back({name, {n}, GGML_TYPE_F32, [=](std::vector<float>& d) { fill_around_one(d, name_seed(seed, name)); }});
+    plan.push_back({name, {n}, GGML_TYPE_F32, [=](std::vector<float>& d) {
+                      fill_around_one(d, name_seed(seed, name));
+                    }});
   };
   auto bias = [&](const std::string& name, int64_t n) {
     plan.push_back({name, {n}, GGML_TYPE_F32, [=](std::vector<float>& d) {
@@ -183,7 +186,9 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
       }
     };
   };
-  plan.push_back({"token_embd.weight", {spec.n_embd, n_vocab}, wtype->type,
+  plan.push_back({"token_embd.weight",
+                  {spec.n_embd, n_vocab},
+                  wtype->type,
                   spec.tied_output ? output_fill("token_embd.weight")
                                    : std::function<void(std::vector<float>&)>([=](std::vector<float>& d) {
                                        fill_uniform(d, name_seed(seed, "token_embd.weight"), 1.0f);

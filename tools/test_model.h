@@ -23,13 +23,13 @@ struct TestModelSpec {
   int n_ctx = 2048;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  std::string rope_scaling;      // "", "linear" or "llama3"
+  std::string rope_scaling;  // "", "linear" or "llama3"
   float rope_scaling_factor = 1.0f;
-  int rope_orig_ctx = 0;         // llama3 scaling: original context length
-  std::string type = "f16";      // weight type of 2-D tensors: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
-  bool tied_output = false;      // no output.weight: the embedding is reused
+  int rope_orig_ctx = 0;     // llama3 scaling: original context length
+  std::string type = "f16";  // weight type of 2-D tensors: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
+  bool tied_output = false;  // no output.weight: the embedding is reused
   uint64_t seed = 42;
-  float logit_scale = 4.0f;      // standard deviation of the logits of readable tokens
+  float logit_scale = 4.0f;        // standard deviation of the logits of readable tokens
   float unreadable_scale = 0.05f;  // output rows of non-word tokens are scaled by this
   // Chat template: "" keeps the vocab's own (if any), "none" drops it,
   // anything else is the template text itself.

@@ -12,6 +12,11 @@
 
 namespace graft {
 
+const char* const kChatMlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% "
+    "endif %}";
+
 namespace {
 
 using jinja::Json;
@@ -172,8 +177,7 @@ Result<std::string> ChatTemplate::render_raw(const ChatJson& messages, const Cha
     std::tm utc{};
     gmtime_r(&t, &utc);
     interpreter.set_global("datetime", jinja::Value(fmt::format("{:%b %d %Y}", utc)));
-    interpreter.set_global("functions",
-                           jinja::Value(tools.is_array() ? tools.dump(4) : std::string("[]")));
+    interpreter.set_global("functions", jinja::Value(tools.is_array() ? tools.dump(4) : std::string("[]")));
     if (opts.extra_kwargs.is_object()) {
       for (const auto& [key, value] : opts.extra_kwargs.items()) {
         if (key == "messages" || key == "tools" || key == "add_generation_prompt") {

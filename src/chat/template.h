@@ -83,6 +83,11 @@ class ChatTemplate {
   ChatTemplateCaps caps_;
 };
 
+// ChatML, for models that carry no chat template (or one graft cannot
+// parse): what the server formats chats with then, and what the trainer
+// renders `messages` data with.
+extern const char* const kChatMlTemplate;
+
 // True when a rendered prompt ends inside an open <think> block (Qwen3.5
 // and others put "<think>\n" into the generation prompt): the model's output
 // then starts with reasoning, not with "<think>".

@@ -18,7 +18,8 @@ std::string value_text(const GgufFile& file, const std::string& key) {
   if (t == GGUF_TYPE_STRING) {
     std::string s = gguf_get_val_str(ctx, id);
     if (s.size() > 80) s = s.substr(0, 77) + "...";
-    for (char& c : s) if (c == '\n') c = ' ';
+    for (char& c : s)
+      if (c == '\n') c = ' ';
     return "\"" + s + "\"";
   }
   if (t == GGUF_TYPE_ARRAY) {

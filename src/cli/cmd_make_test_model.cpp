@@ -12,7 +12,8 @@ void add_make_test_model_command(CLI::App& app) {
   auto spec = std::make_shared<TestModelSpec>();
   auto out = std::make_shared<std::string>();
   auto template_file = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
+  auto* cmd =
+      app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
   cmd->add_option("output", *out, "Path of the GGUF file to write")->required();
   cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2 or qwen3")->capture_default_str();
   cmd->add_option("--vocab", spec->vocab_path,

@@ -89,12 +89,13 @@ void serve(ServeArgs args) {
 
   const EngineConfig& engine = served->engine().config();
   const EngineStats stats = served->engine().stats();
-  std::fprintf(stderr,
-               "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
-               "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
-               served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
-               static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
-               options.threads, args.api_key.empty() ? "" : ", API key required");
+  std::fprintf(
+      stderr,
+      "graft: serving '%s' on http://%s:%d (OpenAI API under /v1)\n"
+      "graft: context %d tokens, %d requests at once, KV budget %lld tokens (%lld MiB), %d threads%s\n",
+      served->id().c_str(), args.host.c_str(), server->port(), engine.n_ctx, engine.max_running,
+      static_cast<long long>(engine.kv_budget_tokens), static_cast<long long>(stats.kv_budget_bytes >> 20),
+      options.threads, args.api_key.empty() ? "" : ", API key required");
   const AdapterSelection forced = adapter_service->mounted().default_selection();
   if (!forced.none()) {
     std::fprintf(stderr, "graft: every request uses adapter %s unless it asks for another (or \"none\")\n",
@@ -105,7 +106,7 @@ void serve(ServeArgs args) {
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
-  served.reset();  // the engine ends what is left before the HTTP side goes
+  served.reset();           // the engine ends what is left before the HTTP side goes
   server.reset();
 }
 
@@ -115,29 +116,38 @@ void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   cmd->add_option("model", args->model, "GGUF model file (default: a small demo model with random weights)");
-  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port to listen on")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--ctx", args->ctx,
-                  "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
-                  "8192)")
+  cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option(
+         "--ctx", args->ctx,
+         "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
+         "8192)")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--parallel", args->parallel, "Requests generated at once; more wait in a queue")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--kv-budget", args->kv_budget,
-                  "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
-                  "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
-                  "parallel request, if memory allows)");
+  cmd->add_option(
+      "--kv-budget", args->kv_budget,
+      "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
+      "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
+      "parallel request, if memory allows)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");
   cmd->add_option("--adapter-dir", args->adapter_dirs,
                   "Another folder of LoRA adapters (repeatable), searched after the user's adapter store");
-  cmd->add_option("--force-adapter", args->force_adapter,
-                  "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
-                  "that names none; a request may still ask for \"none\"");
-  cmd->add_option("--alias", args->model_id, "Model name in /v1/models and responses (default: the file name)");
+  cmd->add_option(
+      "--force-adapter", args->force_adapter,
+      "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
+      "that names none; a request may still ask for \"none\"");
+  cmd->add_option("--alias", args->model_id,
+                  "Model name in /v1/models and responses (default: the file name)");
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));

@@ -102,7 +102,8 @@ TokenId Sampler::sample(const float* logits) {
       float best = c[0].logit;
       for (const auto& x : c) best = std::max(best, x.logit);
       const float cut = best + std::log(p.min_p);
-      c.erase(std::remove_if(c.begin(), c.end(), [cut](const Candidate& x) { return x.logit < cut; }), c.end());
+      c.erase(std::remove_if(c.begin(), c.end(), [cut](const Candidate& x) { return x.logit < cut; }),
+              c.end());
     }
     sort_descending(c);
   }

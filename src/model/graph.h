@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,28 @@ struct LoraInputs {
   ggml_tensor* out_scales = nullptr;  // F32 [1, n_used, n_outputs]
 };
 
+// Training (train/): the rows are n_seqs sequences of seq_len rows each,
+// one after another, each row attending causally over its own sequence only
+// (no KV cache), through ops ggml can differentiate. Every linear layer with
+// a trainable pair adds scale * B (A x) in F32 through plain ggml products.
+struct TrainingInputs {
+  int seq_len = 0;
+  int n_seqs = 0;
+  ggml_tensor* causal_mask = nullptr;  // F32 [seq_len, seq_len]: 0 on and below the diagonal, -inf above
+  float lora_scale = 1.0f;
+  struct Pair {
+    ggml_tensor* a = nullptr;  // F32 [n_in, rank]
+    ggml_tensor* b = nullptr;  // F32 [rank, n_out]
+  };
+  std::vector<Pair> lora;  // per (layer, target): layer * kLoraTargetCount + target; nulls where none
+  // When set, the input of each pair goes through it first (LoRA dropout).
+  std::function<ggml_tensor*(ggml_context* ctx, ggml_tensor* x, int layer, LoraTarget target)> dropout;
+
+  const Pair& pair(int layer, LoraTarget target) const {
+    return lora[size_t(layer * kLoraTargetCount + int(target))];
+  }
+};
+
 struct GraphContext {
   ggml_context* ctx = nullptr;
   ggml_cgraph* graph = nullptr;
@@ -58,7 +81,16 @@ struct GraphContext {
   ggml_tensor* positions = nullptr;  // I32 [n_rows]
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
-  const LoraInputs* lora = nullptr;  // null: no row uses an adapter
+  const LoraInputs* lora = nullptr;          // null: no row uses an adapter
+  const TrainingInputs* training = nullptr;  // set: a training graph (attention is unused)
+  // Part of the model to build: layers [layer_begin, layer_end) (-1: to the
+  // last), starting from `hidden_in` [n_embd, n_rows] instead of the token
+  // embeddings when it is set, and returning the hidden states after the
+  // last layer built instead of the logits when `hidden_out` is true.
+  int layer_begin = 0;
+  int layer_end = -1;
+  ggml_tensor* hidden_in = nullptr;
+  bool hidden_out = false;
   // Inputs of q4_rows products and their quantized form, which the
   // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;

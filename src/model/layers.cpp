@@ -10,6 +10,19 @@
 
 namespace graft {
 
+ggml_tensor* input_hidden(GraphContext& g, const Model& model) {
+  return g.hidden_in ? g.hidden_in : ggml_get_rows(g.ctx, model.weights().tok_embd, g.tokens);
+}
+
+LayerRange layer_range(const GraphContext& g, const Model& model) {
+  const int n_layer = model.config().n_layer;
+  return {g.layer_begin, g.layer_end < 0 ? n_layer : g.layer_end};
+}
+
+ggml_tensor* finish_graph(GraphContext& g, const Model& model, ggml_tensor* x) {
+  return g.hidden_out ? x : output_logits(g, model, x);
+}
+
 ggml_tensor* rms_norm(GraphContext& g, ggml_tensor* x, ggml_tensor* weight, float eps) {
   x = ggml_rms_norm(g.ctx, x, eps);
   return weight ? ggml_mul(g.ctx, x, weight) : x;
@@ -24,10 +37,10 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 
 namespace {
 
-// w x: through q4_rows when the model says w suits it (the result is
-// ggml's to the bit), through ggml otherwise.
-ggml_tensor* mul_mat(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x) {
-  if (!ggml_is_contiguous(x) || !model.multiplies_by_q4_rows(w)) return ggml_mul_mat(g.ctx, w, x);
+// w x: through q4_rows when w suits it (the result is ggml's to the bit),
+// through ggml otherwise (always in training graphs: q4_rows has no backward).
+ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
+  if (g.training || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
   return q4_rows_mul_mat(g.ctx, w, it->second);
@@ -62,11 +75,55 @@ ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet& lora, int layer, Lo
   return lora_b_add(ctx, y, routes, scales, std::span(groups.data(), n_groups));
 }
 
+// y + scale * B (A x) for the trainable pair of (layer, target), if any.
+ggml_tensor* add_trainable_delta(GraphContext& g, ggml_tensor* x, ggml_tensor* y, int layer,
+                                 LoraTarget target) {
+  const TrainingInputs& t = *g.training;
+  const TrainingInputs::Pair& pair = t.pair(layer, target);
+  if (!pair.a) return y;
+  if (t.dropout) x = t.dropout(g.ctx, x, layer, target);
+  ggml_tensor* delta = ggml_mul_mat(g.ctx, pair.b, ggml_mul_mat(g.ctx, pair.a, x));
+  return ggml_add(g.ctx, y, ggml_scale(g.ctx, delta, t.lora_scale));
+}
+
+// Attention for training graphs: each sequence's rows over its own keys and
+// values, with plain products and a masked softmax (ggml differentiates
+// these; it has no backward for flash attention). Sequences and heads share
+// one axis, heads fastest, so grouped-query broadcasting maps query head
+// s * n_head + h to key head s * n_head_kv + h / (n_head / n_head_kv).
+ggml_tensor* training_attention(GraphContext& g, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
+                                float scale) {
+  ggml_context* ctx = g.ctx;
+  const TrainingInputs& t = *g.training;
+  const int64_t head_dim = q->ne[0];
+  const int64_t n_head = q->ne[1];
+  const int64_t n_head_kv = k->ne[1];
+  const int64_t len = t.seq_len;
+  const int64_t n_seqs = t.n_seqs;
+  // [head_dim, heads, len, seqs] -> [head_dim, len, heads * seqs]
+  auto by_head = [&](ggml_tensor* x, int64_t heads) {
+    x = ggml_reshape_4d(ctx, x, head_dim, heads, len, n_seqs);
+    x = ggml_cont(ctx, ggml_permute(ctx, x, 0, 2, 1, 3));
+    return ggml_reshape_3d(ctx, x, head_dim, len, heads * n_seqs);
+  };
+  ggml_tensor* kq = ggml_mul_mat(ctx, by_head(k, n_head_kv), by_head(q, n_head));  // [len_k, len_q, ...]
+  kq = ggml_soft_max_ext(ctx, kq, t.causal_mask, scale, 0.0f);
+  // v transposed per head: [len, head_dim, heads_kv * seqs]
+  ggml_tensor* vt = ggml_reshape_4d(ctx, v, head_dim, n_head_kv, len, n_seqs);
+  vt = ggml_cont(ctx, ggml_permute(ctx, vt, 1, 2, 0, 3));
+  vt = ggml_reshape_3d(ctx, vt, len, head_dim, n_head_kv * n_seqs);
+  ggml_tensor* out = ggml_mul_mat(ctx, vt, kq);  // [head_dim, len_q, heads * seqs]
+  out = ggml_reshape_4d(ctx, out, head_dim, len, n_head, n_seqs);
+  out = ggml_cont(ctx, ggml_permute(ctx, out, 0, 2, 1, 3));  // [head_dim, heads, len, seqs]
+  return ggml_reshape_2d(ctx, out, head_dim * n_head, len * n_seqs);
+}
+
 }  // namespace
 
 ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
                          LoraTarget target, ggml_tensor* bias) {
-  ggml_tensor* y = mul_mat(g, model, w, x);
+  ggml_tensor* y = mul_mat(g, w, x);
+  if (g.training) y = add_trainable_delta(g, x, y, layer, target);
   if (g.lora) y = add_lora_deltas(g, model.lora(), layer, target, x, y);
   if (bias) y = ggml_add(g.ctx, y, bias);
   return y;
@@ -74,6 +131,7 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
                        float scale) {
+  if (g.training) return training_attention(g, q, k, v, scale);
   ggml_context* ctx = g.ctx;
   const AttentionInputs& a = g.attention;
   const AttentionInputs::Layer& cache = a.layers[size_t(layer)];
@@ -142,7 +200,7 @@ ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x) {
 ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x) {
   const ModelWeights& w = model.weights();
   x = rms_norm(g, x, w.output_norm, model.config().rms_eps);
-  return mul_mat(g, model, w.output, x);
+  return mul_mat(g, w.output, x);
 }
 
 }  // namespace graft

@@ -12,6 +12,21 @@
 
 namespace graft {
 
+// The hidden states the graph starts from: g.hidden_in, else the token
+// embeddings of g.tokens.
+ggml_tensor* input_hidden(GraphContext& g, const Model& model);
+
+// The layers to build: [g.layer_begin, g.layer_end), the whole model by default.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+};
+LayerRange layer_range(const GraphContext& g, const Model& model);
+
+// What the graph returns after its last layer: the hidden states x when
+// g.hidden_out, else the logits (output_logits).
+ggml_tensor* finish_graph(GraphContext& g, const Model& model, ggml_tensor* x);
+
 // x / rms(x) * weight (weight may be null).
 ggml_tensor* rms_norm(GraphContext& g, ggml_tensor* x, ggml_tensor* weight, float eps);
 
@@ -25,7 +40,8 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 
 // Stores k and v [head_dim, n_head_kv, n_rows] into the layer's cache cells,
 // then attends q [head_dim, n_head, n_rows] over the cache under the mask.
-// Returns [head_dim * n_head, n_rows].
+// In a training graph, attends each sequence's rows over that sequence's own
+// k and v instead (no cache). Returns [head_dim * n_head, n_rows].
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
                        float scale);
 

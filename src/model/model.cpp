@@ -172,7 +172,6 @@ Status Model::load_weights(const ModelLoadOptions& options) {
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;
-  q4_rows_weights_.insert(loaded.q4_rows.begin(), loaded.q4_rows.end());
   return {};
 }
 

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <ggml-cpp.h>
@@ -107,10 +106,6 @@ class Model {
   // Seconds spent in load().
   double load_seconds() const { return load_seconds_; }
 
-  // Whether the weight is multiplied by q4_rows (see q4_rows.h): a repacked
-  // Q4_0 weight whose layout the loader confirmed, on a CPU that runs it.
-  bool multiplies_by_q4_rows(const ggml_tensor* w) const { return q4_rows_weights_.count(w) > 0; }
-
   // Appends the forward graph of one batch (see model/graph.h) and returns
   // the logits tensor [n_vocab, n_outputs].
   ggml_tensor* build_graph(GraphContext& g) const;
@@ -131,7 +126,6 @@ class Model {
   ModelWeights weights_;
   ggml_context_ptr tensor_ctx_;
   std::vector<ggml_backend_buffer_ptr> buffers_;  // over file_, and the repacked copies
-  std::unordered_set<const ggml_tensor*> q4_rows_weights_;
   size_t weight_bytes_ = 0;
   size_t repacked_bytes_ = 0;
   double load_seconds_ = 0.0;

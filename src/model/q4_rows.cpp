@@ -10,6 +10,8 @@
 
 #include <ggml-cpu.h>
 
+#include "model/cpu_repack.h"
+
 namespace graft {
 
 namespace {
@@ -29,26 +31,10 @@ struct InputBlock {
 };
 static_assert(sizeof(InputBlock) == 48);
 
-// ggml's repacked Q4_0 for 8 weight rows (output columns here): their 8 F16
-// scales, then 128 bytes: for half h in {0, 1}, column c, byte j, column c's
-// Q4_0 byte 8h + j with both nibbles xor 8. A Q4_0 byte i holds weight i in
-// its low nibble and weight i + 16 in its high one. Read as 16 dwords, the
-// bytes of each half give lane 2c + s column c's weights 8h + 4s .. +3 (low
-// nibbles) and 16 + 8h + 4s .. +3 (high nibbles); set s is thus inputs
-// {0-3, 8-11, 16-19, 24-27} + 4s.
-struct Q4x8 {
-  uint16_t d[8];
-  uint8_t qs[128];
-};
-static_assert(sizeof(Q4x8) == 144);
-
-// A Q4_0 block as files store it: an F16 scale, then weight i in the low
-// nibble of byte i and weight i + 16 in its high one.
-struct Q4Block {
-  uint16_t d;
-  uint8_t qs[16];
-};
-static_assert(sizeof(Q4Block) == 18);
+// Q4x8 (cpu_repack.h), read as 16 dwords per half: the bytes of each half
+// give lane 2c + s column c's weights 8h + 4s .. +3 (low nibbles) and
+// 16 + 8h + 4s .. +3 (high nibbles); set s is thus inputs {0-3, 8-11, 16-19,
+// 24-27} + 4s. (Weight rows are output columns here.)
 
 bool cpu_has_vnni512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -177,28 +163,8 @@ bool q4_rows_cpu() {
   return cpu_has_vnni512();
 }
 
-bool q4_rows_layout_matches(const ggml_tensor* packed, const void* original) {
-  if (packed->type != GGML_TYPE_Q4_0 || packed->ne[0] % kBlock != 0 || packed->ne[1] % 8 != 0 ||
-      packed->ne[1] == 0 || ggml_nrows(packed) != packed->ne[1] || !packed->data) {
-    return false;
-  }
-  const int64_t nb = packed->ne[0] / kBlock;
-  const int64_t n_groups = packed->ne[1] / 8;
-  const auto* rows = static_cast<const Q4Block*>(original);
-  const auto* groups = static_cast<const Q4x8*>(packed->data);
-  // The first block of the first group, and the last block of the last.
-  for (const auto& [g, b] : {std::pair<int64_t, int64_t>{0, 0}, {n_groups - 1, nb - 1}}) {
-    Q4x8 want;
-    for (int c = 0; c < 8; ++c) {
-      const Q4Block& in = rows[(g * 8 + c) * nb + b];
-      want.d[c] = in.d;
-      for (int h = 0; h < 2; ++h) {
-        for (int j = 0; j < 8; ++j) want.qs[h * 64 + c * 8 + j] = uint8_t(in.qs[8 * h + j] ^ 0x88);
-      }
-    }
-    if (std::memcmp(&want, &groups[g * nb + b], sizeof(Q4x8)) != 0) return false;
-  }
-  return true;
+bool q4_rows_supported(const ggml_tensor* w) {
+  return q4_rows_cpu() && is_q4x8(w);
 }
 
 ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x) {

@@ -13,8 +13,9 @@ ggml_tensor* build_qwen(GraphContext& g, const Model& model) {
   ggml_context* ctx = g.ctx;
   const float kq_scale = 1.0f / std::sqrt(float(c.head_dim));
 
-  ggml_tensor* x = ggml_get_rows(ctx, w.tok_embd, g.tokens);
-  for (int il = 0; il < c.n_layer; ++il) {
+  ggml_tensor* x = input_hidden(g, model);
+  const LayerRange layers = layer_range(g, model);
+  for (int il = layers.begin; il < layers.end; ++il) {
     const LayerWeights& l = w.layers[size_t(il)];
     ggml_tensor* residual = x;
     ggml_tensor* h = rms_norm(g, x, l.attn_norm, c.rms_eps);
@@ -44,7 +45,7 @@ ggml_tensor* build_qwen(GraphContext& g, const Model& model) {
     h = swiglu_ffn(g, model, l, h, il);
     x = ggml_add(ctx, h, x);
   }
-  return output_logits(g, model, x);
+  return finish_graph(g, model, x);
 }
 
 }  // namespace graft

@@ -5,8 +5,8 @@
 #include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
+#include "model/cpu_repack.h"
 #include "model/model.h"
-#include "model/q4_rows.h"
 #include "util/log.h"
 
 namespace graft {
@@ -21,18 +21,6 @@ std::string shape_text(int n_dims, const int64_t* ne) {
 
 }  // namespace
 
-ggml_backend_buffer_type_t repack_buffer_type() {
-  ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  if (!dev) return nullptr;
-  auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(ggml_backend_reg_get_proc_address(
-      ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
-  if (!get_extra) return nullptr;
-  for (ggml_backend_buffer_type_t* b = get_extra(dev); b && *b; ++b) {
-    if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
-  }
-  return nullptr;
-}
-
 WeightsLoader::WeightsLoader(const GgufFile& gguf, const MappedFile& file, const ModelConfig&, bool repack)
     : gguf_(gguf), file_(file), repack_(repack) {
   ggml_init_params params{};
@@ -40,6 +28,17 @@ WeightsLoader::WeightsLoader(const GgufFile& gguf, const MappedFile& file, const
   params.no_alloc = true;
   ctx_.reset(ggml_init(params));
   if (repack_) repack_type_ = repack_buffer_type();
+  // Once per process: whether ggml lays repacked Q4_0 out as graft's readers
+  // of it expect (cpu_repack.h); if not, they leave it to ggml's kernels.
+  static const bool warned = [&] {
+    if (!repack_type_ || q4x8_layout_is_ggmls()) return false;
+    GRAFT_LOG_WARN(
+        "ggml {} repacks Q4_0 weights in a layout other than the one graft reads (ggml {}); graft's own Q4_0 "
+        "kernels are off and ggml's multiply them",
+        ggml_version(), kRepackGgmlVersion);
+    return true;
+  }();
+  (void)warned;
 }
 
 Result<const GgufTensorInfo*> WeightsLoader::find(const std::string& name, int n_dims,
@@ -65,21 +64,7 @@ ggml_tensor* WeightsLoader::create(const GgufTensorInfo& info, const std::string
 }
 
 bool WeightsLoader::repackable(const ggml_tensor* t) {
-  if (!repack_type_) return false;
-  // Ask the CPU device, as for a real multiplication with this weight.
-  ggml_init_params params{};
-  params.mem_size = ggml_tensor_overhead() * 4;
-  params.no_alloc = true;
-  ggml_context_ptr ctx(ggml_init(params));
-  ggml_backend_buffer_ptr dummy(ggml_backend_buft_alloc_buffer(repack_type_, 0));
-  if (!dummy) return false;
-  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), t->type, t->ne[0], t->ne[1]);
-  w->buffer = dummy.get();
-  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, t->ne[0], 512);
-  ggml_tensor* op = ggml_mul_mat(ctx.get(), w, x);
-  const bool ok = ggml_backend_dev_supports_op(ggml_backend_buft_get_device(repack_type_), op);
-  w->buffer = nullptr;
-  return ok;
+  return repacks(repack_type_, t);
 }
 
 Result<ggml_tensor*> WeightsLoader::input(const std::string& name, std::array<int64_t, 2> ne) {
@@ -164,7 +149,6 @@ Result<LoadedWeights> WeightsLoader::finish() {
     }
     ggml_backend_buffer_set_usage(packed.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     uint8_t* packed_base = static_cast<uint8_t*>(ggml_backend_buffer_get_base(packed.get()));
-    std::string q4_rows_mismatch;
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       if (!e.repack) continue;
@@ -173,13 +157,6 @@ Result<LoadedWeights> WeightsLoader::finish() {
                       ggml_get_name(e.tensor));
       }
       ggml_backend_tensor_set(e.tensor, base + e.offset, 0, e.size);
-      if (e.tensor->type == GGML_TYPE_Q4_0 && q4_rows_cpu()) {
-        if (q4_rows_layout_matches(e.tensor, base + e.offset)) {
-          out.q4_rows.push_back(e.tensor);
-        } else {
-          q4_rows_mismatch = ggml_get_name(e.tensor);
-        }
-      }
       out.weight_bytes += e.size;
       out.repacked_bytes += e.size;
       // Release the mapped pages just copied (so resident memory never holds
@@ -189,12 +166,6 @@ Result<LoadedWeights> WeightsLoader::finish() {
       if (!shared) file_.release(e.offset, e.size);
     }
     out.buffers.push_back(std::move(packed));
-    if (!q4_rows_mismatch.empty()) {
-      GRAFT_LOG_WARN(
-          "{}: ggml {} repacks Q4_0 weights ('{}' and maybe others) in a layout other than the one graft's "
-          "q4_rows kernel reads (ggml {}); ggml's own kernels multiply them",
-          gguf_.path(), ggml_version(), q4_rows_mismatch, kQ4RowsGgmlVersion);
-    }
   }
   out.ctx = std::move(ctx_);
   return out;

@@ -1,8 +1,8 @@
 // WeightsLoader: creates a model's weight tensors from the GGUF directory,
 // checking names, shapes and types, and gives them memory: in place in the
 // file's memory map, or — for matrices ggml's CPU backend multiplies faster
-// repacked — a copy in a repack buffer, after which the mapped pages of the
-// original are released.
+// repacked — a copy in a repack buffer (model/cpu_repack.h), after which the
+// mapped pages of the original are released.
 #pragma once
 
 #include <array>
@@ -20,17 +20,11 @@ namespace graft {
 
 struct ModelConfig;
 
-// The CPU backend's repack buffer type, when this build and CPU have one.
-ggml_backend_buffer_type_t repack_buffer_type();
-
 struct LoadedWeights {
   ggml_context_ptr ctx;  // the tensor headers
   std::vector<ggml_backend_buffer_ptr> buffers;
   size_t weight_bytes = 0;
   size_t repacked_bytes = 0;
-  // Repacked Q4_0 weights whose layout q4_rows reads (checked against the
-  // file here), on a CPU that runs q4_rows; see q4_rows.h.
-  std::vector<const ggml_tensor*> q4_rows;
 };
 
 class WeightsLoader {

@@ -15,12 +15,6 @@ namespace graft::server {
 
 namespace {
 
-// Used when a model carries no chat template (or one graft cannot parse).
-constexpr const char* kChatMlTemplate =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% "
-    "endif %}";
-
 class TokenizerText : public TokenText {
  public:
   explicit TokenizerText(std::shared_ptr<const Tokenizer> tok) : tok_(std::move(tok)) {}

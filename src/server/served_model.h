@@ -24,7 +24,7 @@ struct ServeOptions {
   std::string kv_type = "f16";   // f16 or q8_0
   int step_tokens = 512;         // most rows in one batch
   bool prefix_cache = true;
-  int compute_nice = 5;          // compute threads' niceness, or EngineConfig::kComputeIdle
+  int compute_nice = 5;  // compute threads' niceness, or EngineConfig::kComputeIdle
 };
 
 // Parses a --kv-budget value: a token count ("16384") or a size ("2GiB", "512MiB", "1.5G").

@@ -30,21 +30,33 @@ Error errorf(std::string code, fmt::format_string<Args...> format, Args&&... arg
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}          // NOLINT(implicit)
-  Result(Error error) : state_(std::move(error)) {}      // NOLINT(implicit)
+  Result(T value) : state_(std::move(value)) {}      // NOLINT(implicit)
+  Result(Error error) : state_(std::move(error)) {}  // NOLINT(implicit)
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(state_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(state_);
+  }
 
  private:
   std::variant<T, Error> state_;
@@ -58,7 +70,10 @@ class [[nodiscard]] Status {
 
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { assert(failed_); return error_; }
+  const Error& error() const {
+    assert(failed_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -70,13 +85,12 @@ class [[nodiscard]] Status {
 // Propagate an error: `GRAFT_TRY(auto x, make_x());` or `GRAFT_TRY_STATUS(do_y());`.
 #define GRAFT_CONCAT_INNER(a, b) a##b
 #define GRAFT_CONCAT(a, b) GRAFT_CONCAT_INNER(a, b)
-#define GRAFT_TRY(decl, expr)                                          \
-  auto GRAFT_CONCAT(graft_result_, __LINE__) = (expr);                 \
-  if (!GRAFT_CONCAT(graft_result_, __LINE__).ok())                     \
-    return GRAFT_CONCAT(graft_result_, __LINE__).error();              \
+#define GRAFT_TRY(decl, expr)                                                                            \
+  auto GRAFT_CONCAT(graft_result_, __LINE__) = (expr);                                                   \
+  if (!GRAFT_CONCAT(graft_result_, __LINE__).ok()) return GRAFT_CONCAT(graft_result_, __LINE__).error(); \
   decl = std::move(GRAFT_CONCAT(graft_result_, __LINE__)).value()
-#define GRAFT_TRY_STATUS(expr)                    \
-  do {                                            \
-    auto graft_status_ = (expr);                  \
+#define GRAFT_TRY_STATUS(expr)                             \
+  do {                                                     \
+    auto graft_status_ = (expr);                           \
     if (!graft_status_.ok()) return graft_status_.error(); \
   } while (0)

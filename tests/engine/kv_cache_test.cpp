@@ -124,7 +124,7 @@ TEST(KvCache, MaskLetsRowsSeeOnlyTheirSequenceUpToTheirPosition) {
 TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {
   auto cache = make_cache(2048);
   ASSERT_TRUE(cache->place(rows(0, 0, 10)).ok());  // cells 0-9
-  auto cached = cache->place(rows(1, 0, 600));      // not in the batches below
+  auto cached = cache->place(rows(1, 0, 600));     // not in the batches below
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(cached->cells[0], 512);  // halfway into 10-2047, on a window boundary
   Batch b = rows(2, 0, 10);

@@ -14,7 +14,7 @@
 #include <ggml-cpu.h>
 #include <gtest/gtest.h>
 
-#include "model/weights_loader.h"
+#include "model/cpu_repack.h"
 
 namespace graft {
 namespace {
@@ -46,7 +46,7 @@ Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
   ggml_backend_buffer_t wbuf = repack ? ggml_backend_alloc_ctx_tensors_from_buft(ctx, repack) : nullptr;
   Products out;
   if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks
-  if (!wbuf || !q4_rows_cpu() || !q4_rows_layout_matches(w, wq.data())) {
+  if (!wbuf || !q4_rows_supported(w)) {
     if (wbuf) ggml_backend_buffer_free(wbuf);
     ggml_free(ctx);
     return out;
@@ -94,25 +94,32 @@ TEST(Q4Rows, MatchesGgmlOnRepackedWeights) {
     for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 20, 33, 64, 101}) {
       const Products p = multiply(s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
       if (p.ggml.empty()) GTEST_SKIP() << "no repacked Q4_0 or no AVX-512 VNNI on this machine";
-      float top = 0.0f, diff = 0.0f;
-      for (size_t i = 0; i < p.ggml.size(); ++i) {
-        top = std::max(top, std::fabs(p.ggml[i]));
-        diff = std::max(diff, std::fabs(p.ggml[i] - p.q4_rows[i]));
-      }
       // The same quantized inputs, integer block sums and fused multiply-adds
-      // in the same order as each of ggml's paths (one row, four, sixteen).
-      EXPECT_EQ(diff, 0.0f) << s.n_in << "x" << s.n_out << ", " << rows << " rows";
-      worst = std::max(worst, diff / top);
+      // in the same order as each of ggml's paths (one row, four, sixteen):
+      // every output equal, bit for bit, and finite (a NaN equals nothing).
+      size_t unequal = 0, first = 0;
+      float top = 0.0f, largest = 0.0f;
+      for (size_t i = 0; i < p.ggml.size(); ++i) {
+        const float a = p.ggml[i], b = p.q4_rows[i];
+        if (std::isfinite(a)) top = std::max(top, std::fabs(a));
+        if (std::isfinite(a) && a == b) continue;
+        if (unequal++ == 0) first = i;
+        if (std::isfinite(a - b)) largest = std::max(largest, std::fabs(a - b));
+      }
+      EXPECT_EQ(unequal, 0u) << s.n_in << "x" << s.n_out << ", " << rows << " rows; the first at " << first
+                             << ": ggml " << p.ggml[first] << ", q4_rows " << p.q4_rows[first];
+      if (top > 0.0f) worst = std::max(worst, largest / top);
     }
   }
   std::printf("[ q4_rows vs ggml ] largest deviation: %.3g of the largest output\n", double(worst));
 }
 
-// The layout check the loader runs on every repacked Q4_0 weight: ggml's
-// repacking of this tree passes it; the plain Q4_0 rows, or a repacking that
-// differs in one byte, do not. (Needs only ggml's repack buffer, which AVX2
-// CPUs have, not q4_rows' AVX-512.)
+// The layout check behind every reader of repacked Q4_0 (cpu_repack.h):
+// ggml's repacking in this tree passes it; the plain Q4_0 rows, or a
+// repacking that differs in one byte, do not. (Needs only ggml's repack
+// buffer, which AVX2 CPUs have, not q4_rows' AVX-512.)
 TEST(Q4Rows, LayoutCheckAcceptsGgmlsRepackingOnly) {
+  EXPECT_TRUE(q4x8_layout_is_ggmls());
   ggml_backend_buffer_type_t repack = repack_buffer_type();
   ASSERT_NE(repack, nullptr) << "this build of ggml has no CPU_REPACK buffer";
   const int64_t n_in = 256, n_out = 64;
@@ -131,16 +138,17 @@ TEST(Q4Rows, LayoutCheckAcceptsGgmlsRepackingOnly) {
   ggml_backend_buffer_ptr buffer(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), repack));
   ASSERT_TRUE(buffer);
   ggml_backend_tensor_set(packed, wq.data(), 0, wq.size());  // repacks
-  EXPECT_TRUE(q4_rows_layout_matches(packed, wq.data()));
+  EXPECT_TRUE(q4x8_layout_matches(packed, wq.data()));
+  EXPECT_TRUE(is_q4x8(packed));
 
   std::vector<uint8_t> plain(wq);  // what an unrepacked copy holds
   std::vector<uint8_t> saved(ggml_nbytes(packed));
   std::memcpy(saved.data(), packed->data, saved.size());
   std::memcpy(packed->data, plain.data(), plain.size());
-  EXPECT_FALSE(q4_rows_layout_matches(packed, wq.data()));
+  EXPECT_FALSE(q4x8_layout_matches(packed, wq.data()));
   std::memcpy(packed->data, saved.data(), saved.size());
   static_cast<uint8_t*>(packed->data)[ggml_nbytes(packed) - 1] ^= 0x01;  // the last block's last byte
-  EXPECT_FALSE(q4_rows_layout_matches(packed, wq.data()));
+  EXPECT_FALSE(q4x8_layout_matches(packed, wq.data()));
 }
 
 }  // namespace

@@ -11,9 +11,15 @@
 
 namespace graft::testing {
 
-std::string bundle_dir() { return GRAFT_BUNDLE_DIR; }
-std::string bundle_vocab(const std::string& name) { return bundle_dir() + "/models/ggml-vocab-" + name + ".gguf"; }
-std::string bundle_template(const std::string& name) { return bundle_dir() + "/models/templates/" + name + ".jinja"; }
+std::string bundle_dir() {
+  return GRAFT_BUNDLE_DIR;
+}
+std::string bundle_vocab(const std::string& name) {
+  return bundle_dir() + "/models/ggml-vocab-" + name + ".gguf";
+}
+std::string bundle_template(const std::string& name) {
+  return bundle_dir() + "/models/templates/" + name + ".jinja";
+}
 
 TestModelSpec tiny_spec(const std::string& arch, const std::string& vocab, const std::string& type) {
   TestModelSpec spec;
@@ -47,11 +53,11 @@ std::string test_models_dir() {
 std::string test_model_path(const TestModelSpec& spec) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  std::string key = fmt::format("{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}", spec.arch,
-                                std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd,
-                                spec.n_layer, spec.n_head, spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type,
-                                spec.tied_output, spec.seed, spec.rope_scaling,
-                                std::hash<std::string>{}(spec.chat_template), spec.n_ctx);
+  std::string key =
+      fmt::format("{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}", spec.arch,
+                  std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd, spec.n_layer,
+                  spec.n_head, spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type, spec.tied_output,
+                  spec.seed, spec.rope_scaling, std::hash<std::string>{}(spec.chat_template), spec.n_ctx);
   std::string path = test_models_dir() + "/" + key + ".gguf";
   if (!std::filesystem::exists(path)) {
     Status status = write_test_model(spec, path);

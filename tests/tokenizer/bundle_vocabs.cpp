@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "io/gguf_file.h"
@@ -54,6 +55,19 @@ Result<std::shared_ptr<const Tokenizer>> load_bundle_tokenizer(const std::string
   auto tok = Tokenizer::from_gguf(*file);
   cache.emplace(name, tok);
   return tok;
+}
+
+std::string unexpected_load_failure(const std::string& name, const Error& error) {
+  // Tokenizer kinds graft does not implement; a vocabulary of any other kind must load.
+  static const std::set<std::string> kUnsupportedModels = {"bert", "t5"};
+  auto file = GgufFile::open(bundle_vocab(name));
+  if (!file) return name + ": " + file.error().message;
+  const std::string model = file->find_string("tokenizer.ggml.model").value_or("?");
+  if (error.code != "unsupported") return name + " failed to load (" + error.code + "): " + error.message;
+  if (!kUnsupportedModels.count(model)) {
+    return name + " (tokenizer.ggml.model = " + model + ") should be supported: " + error.message;
+  }
+  return "";
 }
 
 Result<std::vector<VectorCase>> read_vectors(const std::string& name) {

@@ -19,6 +19,12 @@ std::vector<std::string> bundle_vocabs_with_vectors();
 // Loads a bundle vocabulary once per process.
 Result<std::shared_ptr<const Tokenizer>> load_bundle_tokenizer(const std::string& name);
 
+// A bundle vocabulary that did not load is fine only when its kind
+// (tokenizer.ggml.model) is one graft does not implement (bert, t5) and the
+// error says "unsupported"; any other failure, or an unsupported vocabulary of
+// another kind, is described here. Empty when the failure is the expected one.
+std::string unexpected_load_failure(const std::string& name, const Error& error);
+
 struct VectorCase {
   std::string text;
   std::vector<TokenId> ids;
