@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records llama.cpp's greedy continuations on graft's test models, as token
-# ids, into tests/data/goldens/ (committed; the parity test in tests/engine
+# ids, into tests/data/goldens/<cpu kind>/ (committed, one folder per kind: see
+# scripts/goldens-cpu-kind.sh; the parity test in tests/engine
 # regenerates the same models with graft's deterministic tool and checks
 # graft's output token for token; CI never builds llama.cpp).
 #
@@ -16,7 +17,7 @@ if [ -z "$GRAFT" ]; then
   GRAFT=$ROOT/build/bin/graft
 fi
 LLAMA_BIN=${LLAMA_BIN:-$(scripts/build-llama-cpp.sh)}
-OUT=$ROOT/tests/data/goldens
+OUT=$ROOT/tests/data/goldens/$(scripts/goldens-cpu-kind.sh)
 WORK=$(mktemp -d)
 trap 'kill $SERVER_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 SERVER_PID=
@@ -26,17 +27,24 @@ PORT=${PORT:-18089}
 N_PREDICT=32
 
 # The shapes must match tests/engine/parity_test.cpp (it rebuilds the models from the JSON).
-EMBD=256 LAYERS=2 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
+EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
+# qwen35 (hybrid): 3 gated delta-net layers and 1 of full attention, a tied
+# output (Qwen3.5-4B's layout, scaled down), and a prompt longer than one
+# 512-token prefill chunk, which graft reads in such chunks.
+ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35}
+TYPES=${TYPES:-f16 q8_0 q4_0}
 
-for arch_vocab in llama:llama-bpe qwen3:qwen2; do
+for arch_vocab in $ARCHS; do
   arch=${arch_vocab%%:*}
   vocab=${arch_vocab##*:}
-  for type in f16 q8_0 q4_0; do
+  LAYERS=2 TIED=0 CHUNK=0 EXTRA=()
+  if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 CHUNK=512 EXTRA=(--tied); fi
+  for type in $TYPES; do
     name=$arch-$type
     model=$WORK/$name.gguf
     "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
       --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KV_HEADS --ffn $FFN --ctx $CTX \
-      --type "$type" --seed $SEED >/dev/null
+      --type "$type" --seed $SEED "${EXTRA[@]}" >/dev/null
     "$LLAMA_BIN/llama-server" -m "$model" -c $CTX --parallel 1 -t "$(nproc)" --host 127.0.0.1 --port $PORT \
       --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
     SERVER_PID=$!
@@ -45,11 +53,12 @@ for arch_vocab in llama:llama-bpe qwen3:qwen2; do
       sleep 0.5
     done
     python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KV_HEADS $FFN $CTX $SEED \
-      $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" <<'PY'
+      $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" $TIED $CHUNK <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
 build = sys.argv[14]
+tied, chunk = map(int, sys.argv[15:17])
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -70,18 +79,30 @@ texts = [
      "called the Great Green Arkleseizure, and they live in perpetual fear of the time they call The Coming "
      "of the Great White Handkerchief."),
 ]
+if chunk:
+    # Longer than one prefill chunk: the story goes on, day by day.
+    names = ["Arthur", "Ford", "Trillian", "Zaphod", "Marvin", "Slartibartfast", "Fenchurch", "Random"]
+    days = [f"On day {i} {names[i % len(names)]} walked {3 + i * 7 % 19} miles, counted {i * 13 % 29} "
+            f"stars and wrote {1 + i % 5} letters home." for i in range(1, 41)]
+    texts[-1] = texts[-1] + " " + " ".join(days)
 cases = []
 for text in texts:
     prompt = post("/tokenize", {"content": text, "add_special": True})["tokens"]
     res = post("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
                                "cache_prompt": False, "return_tokens": True, "seed": 1, "n_probs": 0})
     cases.append({"text": text, "prompt": prompt, "output": res["tokens"]})
+if chunk:
+    assert max(len(c["prompt"]) for c in cases) > chunk, "the long prompt must span more than one chunk"
 golden = {
     "generator": f"llama.cpp {build}: llama-server /completion, greedy (temperature 0, top_k 1), no prompt cache",
     "model": {"arch": arch, "vocab": vocab, "embd": embd, "layers": layers, "heads": heads, "kv_heads": kv_heads,
               "ffn": ffn, "ctx": ctx, "type": wtype, "seed": seed},
     "cases": cases,
 }
+if tied:
+    golden["model"]["tied"] = True
+if chunk:
+    golden["prefill_chunk"] = chunk
 with open(path, "w") as f:
     json.dump(golden, f, indent=1)
     f.write("\n")

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Sets up everything graft needs on Debian 12 (run as root, idempotent):
-# Debian packages, npm packages for the end-to-end tests, and the ggml source.
+# Debian packages, npm packages (the web page's build, the end-to-end and
+# browser tests), and the ggml source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(
   build-essential cmake git ccache pkg-config
   libboost-dev libboost-system-dev nlohmann-json3-dev libcli11-dev
-  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev
+  libspdlog-dev libfmt-dev libpcre2-dev libsqlite3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev nodejs npm
   clang-format
+  chromium  # the browser tests of the web page drive it headless
 )
 
 missing=()
@@ -30,7 +32,17 @@ fi
 
 scripts/fetch-ggml.sh
 
-if [ -f tests/e2e/package.json ] && [ ! -d tests/e2e/node_modules ]; then
-  echo "setup: installing npm packages for the end-to-end tests"
-  (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# npm packages, exactly as each lockfile pins them; installed again when the
+# lockfile changed since the last install (a copy of it is kept beside them).
+npm_install() {
+  local dir=$1 what=$2
+  [ -f "$dir/package-lock.json" ] || return 0
+  if [ -d "$dir/node_modules" ] && cmp -s "$dir/package-lock.json" "$dir/node_modules/.graft-installed-lock.json"; then
+    return 0
+  fi
+  echo "setup: installing npm packages for $what"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$dir/package-lock.json" "$dir/node_modules/.graft-installed-lock.json"
+}
+npm_install web "the web page"
+npm_install tests/e2e "the end-to-end and browser tests"

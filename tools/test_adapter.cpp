@@ -26,6 +26,18 @@ std::vector<float> uniform(size_t n, uint64_t seed, float stddev) {
 
 }  // namespace
 
+Result<std::vector<LoraTarget>> test_adapter_targets(std::string_view text, const BaseModel& base) {
+  GRAFT_TRY(std::vector<LoraTarget> targets, parse_target_list(text));
+  if (text != "all" && text != "attn" && text != "mlp") return targets;
+  std::erase_if(targets, [&](LoraTarget target) {
+    for (const auto& [key, shape] : base.shapes) {
+      if (key.second == target) return false;
+    }
+    return true;
+  });
+  return targets;
+}
+
 Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec) {
   GRAFT_TRY(BaseModel base, BaseModel::open(spec.base_path));
   return make_test_adapter(spec, base);
@@ -36,7 +48,7 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
   if (!std::isfinite(spec.alpha) || spec.alpha <= 0.0f) {
     return errorf("invalid_argument", "alpha must be a positive number, got {}", spec.alpha);
   }
-  if (spec.targets.empty()) return errorf("invalid_argument", "no target projections given");
+
   if (!lora_architecture_supported(base.architecture)) {
     return errorf("invalid_argument", "graft does not make adapters for '{}' models", base.architecture);
   }
@@ -52,12 +64,30 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
       return errorf("invalid_argument", "layer {} does not exist (the base model has {})", layer,
                     base.n_layer);
     }
+  }
+  // A target some layers lack (qwen35's layers have either attention or
+  // linear-attention projections) is made where it exists; one no chosen
+  // layer has is an error.
+  std::vector<LoraTarget> targets = spec.targets;
+  if (targets.empty()) {
+    for (const auto& [key, shape] : base.shapes) {
+      if (std::find(targets.begin(), targets.end(), key.second) == targets.end())
+        targets.push_back(key.second);
+    }
+  }
+  for (LoraTarget target : targets) {
+    const bool somewhere = std::any_of(layers.begin(), layers.end(), [&](int layer) {
+      return base.shapes.count({layer, target}) > 0;
+    });
+    if (!somewhere) {
+      return errorf("invalid_argument", "the base model has no {}", base_tensor_name(layers.front(), target));
+    }
+  }
+  for (int layer : layers) {
     for (LoraTarget target : kAllLoraTargets) {
-      if (std::find(spec.targets.begin(), spec.targets.end(), target) == spec.targets.end()) continue;
+      if (std::find(targets.begin(), targets.end(), target) == targets.end()) continue;
       auto shape = base.shapes.find({layer, target});
-      if (shape == base.shapes.end()) {
-        return errorf("invalid_argument", "the base model has no {}", base_tensor_name(layer, target));
-      }
+      if (shape == base.shapes.end()) continue;
       const auto [n_in, n_out] = shape->second;
       const std::string name = base_tensor_name(layer, target);
       LoraPair pair;

@@ -74,9 +74,40 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return SplitMix64(h).next();
 }
 
+// qwen35's linear-attention sizes, defaults filled in.
+struct SsmShape {
+  int head_dim, k_heads, v_heads;
+  int64_t key_dim() const { return int64_t(head_dim) * k_heads; }
+  int64_t value_dim() const { return int64_t(head_dim) * v_heads; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
+
+SsmShape ssm_shape(const TestModelSpec& s, int head_dim) {
+  SsmShape shape{s.ssm_head_dim > 0 ? s.ssm_head_dim : head_dim / 2,
+                 s.ssm_k_heads > 0 ? s.ssm_k_heads : s.n_head_kv, 0};
+  shape.v_heads = s.ssm_v_heads > 0 ? s.ssm_v_heads : 2 * shape.k_heads;
+  return shape;
+}
+
 Status check_spec(const TestModelSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return errorf("invalid_argument", "unsupported architecture '{}' (llama, qwen2, qwen3)", s.arch);
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen35") {
+    return errorf("invalid_argument", "unsupported architecture '{}' (llama, qwen2, qwen3, qwen35)", s.arch);
+  }
+  if (s.arch == "qwen35") {
+    const int head_dim = s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
+    const SsmShape ssm = ssm_shape(s, head_dim);
+    if (s.full_attention_interval <= 0 || s.ssm_conv_kernel < 2 || ssm.head_dim <= 0 || ssm.k_heads <= 0 ||
+        ssm.v_heads % ssm.k_heads != 0) {
+      return errorf(
+          "invalid_argument",
+          "qwen35 needs full_attention_interval >= 1, a conv kernel of >= 2 taps, and value heads a "
+          "multiple of key heads");
+    }
+    const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim / 4;
+    if (rope_dims <= 0 || rope_dims % 2 != 0 || rope_dims > head_dim) {
+      return errorf("invalid_argument", "rope over {} of {} dimensions", rope_dims, head_dim);
+    }
+    if (!s.rope_scaling.empty()) return errorf("invalid_argument", "qwen35 test models have no rope scaling");
   }
   if (!find_type(s.type)) return errorf("invalid_argument", "unsupported weight type '{}'", s.type);
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0) {
@@ -111,7 +142,10 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   const TypeName* wtype = find_type(spec.type);
   const int head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
   const int64_t block = ggml_blck_size(wtype->type);
-  for (int64_t width : {int64_t(spec.n_embd), int64_t(spec.n_ff), int64_t(spec.n_head) * head_dim}) {
+  const bool hybrid = spec.arch == "qwen35";
+  const SsmShape ssm = ssm_shape(spec, head_dim);
+  for (int64_t width : {int64_t(spec.n_embd), int64_t(spec.n_ff), int64_t(spec.n_head) * head_dim,
+                        hybrid ? ssm.value_dim() : int64_t(spec.n_embd)}) {
     if (width % block != 0) {
       return errorf("invalid_argument", "type {} needs row widths that are multiples of {}, got {}",
                     spec.type, block, width);
@@ -146,7 +180,22 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   gguf_set_val_u32(meta.get(), key("attention.value_length").c_str(), static_cast<uint32_t>(head_dim));
   gguf_set_val_f32(meta.get(), key("attention.layer_norm_rms_epsilon").c_str(), spec.rms_eps);
   gguf_set_val_f32(meta.get(), key("rope.freq_base").c_str(), spec.rope_freq_base);
-  gguf_set_val_u32(meta.get(), key("rope.dimension_count").c_str(), static_cast<uint32_t>(head_dim));
+  const int rope_dims =
+      hybrid && spec.rope_dims == 0 ? head_dim / 4 : (spec.rope_dims > 0 ? spec.rope_dims : head_dim);
+  gguf_set_val_u32(meta.get(), key("rope.dimension_count").c_str(), static_cast<uint32_t>(rope_dims));
+  if (hybrid) {
+    // Interleaved multi-axis rope: the rotated pairs split over three axes, as Qwen3.5's [11, 11, 10].
+    const int pairs = rope_dims / 2;
+    const int32_t sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+    gguf_set_arr_data(meta.get(), key("rope.dimension_sections").c_str(), GGUF_TYPE_INT32, sections, 4);
+    gguf_set_val_u32(meta.get(), key("ssm.conv_kernel").c_str(), static_cast<uint32_t>(spec.ssm_conv_kernel));
+    gguf_set_val_u32(meta.get(), key("ssm.state_size").c_str(), static_cast<uint32_t>(ssm.head_dim));
+    gguf_set_val_u32(meta.get(), key("ssm.group_count").c_str(), static_cast<uint32_t>(ssm.k_heads));
+    gguf_set_val_u32(meta.get(), key("ssm.time_step_rank").c_str(), static_cast<uint32_t>(ssm.v_heads));
+    gguf_set_val_u32(meta.get(), key("ssm.inner_size").c_str(), static_cast<uint32_t>(ssm.value_dim()));
+    gguf_set_val_u32(meta.get(), key("full_attention_interval").c_str(),
+                     static_cast<uint32_t>(spec.full_attention_interval));
+  }
   if (spec.rope_scaling == "linear") {
     gguf_set_val_str(meta.get(), key("rope.scaling.type").c_str(), "linear");
     gguf_set_val_f32(meta.get(), key("rope.scaling.factor").c_str(), spec.rope_scaling_factor);
@@ -220,7 +269,49 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   }
   const int64_t q_width = int64_t(spec.n_head) * head_dim;
   const int64_t kv_width = int64_t(spec.n_head_kv) * head_dim;
-  for (int l = 0; l < spec.n_layer; ++l) {
+  const float in_std = 1.0f / std::sqrt(float(spec.n_embd));
+  auto f32 = [&](const std::string& name, std::vector<int64_t> ne,
+                 std::function<void(std::vector<float>&)> fill) {
+    plan.push_back({name, std::move(ne), GGML_TYPE_F32, std::move(fill)});
+  };
+  for (int l = 0; l < spec.n_layer && hybrid; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight", spec.n_embd);
+    norm(p + "post_attention_norm.weight", spec.n_embd);
+    if ((l + 1) % spec.full_attention_interval != 0) {
+      // A gated delta net: Qwen3.5's initialisation ranges, so states decay at many speeds.
+      matrix(p + "attn_qkv.weight", spec.n_embd, ssm.conv_dim(), in_std);
+      matrix(p + "attn_gate.weight", spec.n_embd, ssm.value_dim(), in_std);
+      f32(p + "ssm_conv1d.weight", {spec.ssm_conv_kernel, ssm.conv_dim()}, [=](std::vector<float>& d) {
+        fill_uniform(d, name_seed(seed, p + "ssm_conv1d.weight"),
+                     1.0f / std::sqrt(float(spec.ssm_conv_kernel)));
+      });
+      f32(p + "ssm_dt.bias", {ssm.v_heads}, [=](std::vector<float>& d) {
+        SplitMix64 rng(name_seed(seed, p + "ssm_dt.bias"));
+        for (float& x : d) x = -4.0f + 2.0f * rng.next_float();  // softplus: 0.02 .. 0.13
+      });
+      f32(p + "ssm_a", {ssm.v_heads}, [=](std::vector<float>& d) {
+        SplitMix64 rng(name_seed(seed, p + "ssm_a"));
+        for (float& x : d) x = -(1.0f + 15.0f * rng.next_float());  // -exp(A_log), A in 1 .. 16
+      });
+      matrix(p + "ssm_alpha.weight", spec.n_embd, ssm.v_heads, in_std);
+      matrix(p + "ssm_beta.weight", spec.n_embd, ssm.v_heads, in_std);
+      norm(p + "ssm_norm.weight", ssm.head_dim);
+      matrix(p + "ssm_out.weight", ssm.value_dim(), spec.n_embd, 1.0f / std::sqrt(float(ssm.value_dim())));
+    } else {
+      // Gated attention: the q projection yields q and a gate per head.
+      matrix(p + "attn_q.weight", spec.n_embd, 2 * q_width, in_std);
+      matrix(p + "attn_k.weight", spec.n_embd, kv_width, in_std);
+      matrix(p + "attn_v.weight", spec.n_embd, kv_width, in_std);
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
+      matrix(p + "attn_output.weight", q_width, spec.n_embd, 1.0f / std::sqrt(float(q_width)));
+    }
+    matrix(p + "ffn_gate.weight", spec.n_embd, spec.n_ff, in_std);
+    matrix(p + "ffn_up.weight", spec.n_embd, spec.n_ff, in_std);
+    matrix(p + "ffn_down.weight", spec.n_ff, spec.n_embd, 1.0f / std::sqrt(float(spec.n_ff)));
+  }
+  for (int l = 0; l < spec.n_layer && !hybrid; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight", spec.n_embd);
     matrix(p + "attn_q.weight", spec.n_embd, q_width, 1.0f / std::sqrt(float(spec.n_embd)));

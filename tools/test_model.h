@@ -11,7 +11,7 @@
 namespace graft {
 
 struct TestModelSpec {
-  std::string arch = "llama";  // "llama", "qwen2" or "qwen3"
+  std::string arch = "llama";  // "llama", "qwen2", "qwen3" or "qwen35"
   std::string vocab_path;      // a GGUF holding tokenizer.ggml.* metadata
   std::string name = "graft-test-model";
   int n_embd = 256;
@@ -31,6 +31,16 @@ struct TestModelSpec {
   uint64_t seed = 42;
   float logit_scale = 4.0f;        // standard deviation of the logits of readable tokens
   float unreadable_scale = 0.05f;  // output rows of non-word tokens are scaled by this
+  // qwen35 only: gated delta-net (linear attention) layers, all but every
+  // full_attention_interval-th; rope over rope_dims of each head (0: a
+  // quarter, as Qwen3.5 does). 0 for the ssm sizes: head_dim / 2 wide heads,
+  // n_head_kv key heads, twice as many value heads (Qwen3.5-4B's proportions).
+  int full_attention_interval = 4;
+  int ssm_conv_kernel = 4;
+  int ssm_head_dim = 0;
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  int rope_dims = 0;
   // Chat template: "" keeps the vocab's own (if any), "none" drops it,
   // anything else is the template text itself.
   std::string chat_template;

@@ -134,6 +134,12 @@ Result<BaseModel> BaseModel::from_gguf(const GgufFile& file) {
     base.repo = strip_prefix(*own, "https://huggingface.co/");
   }
   base.fingerprint = model_fingerprint(file);
+  if (base.architecture == "qwen35") {
+    const std::string a = base.architecture + ".ssm.";
+    base.ssm_k_heads = int(file.find_int(a + "group_count").value_or(0));
+    base.ssm_v_heads = int(file.find_int(a + "time_step_rank").value_or(0));
+    base.ssm_head_dim = int(file.find_int(a + "state_size").value_or(0));
+  }
   for (int layer = 0; layer < base.n_layer; ++layer) {
     for (LoraTarget target : kAllLoraTargets) {
       if (const GgufTensorInfo* t = file.find_tensor(base_tensor_name(layer, target))) {

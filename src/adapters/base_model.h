@@ -20,6 +20,10 @@ struct BaseModel {
   int n_layer = 0;
   // (layer, target) -> (n_in, n_out) of the projection's weight.
   std::map<std::pair<int, LoraTarget>, std::pair<int64_t, int64_t>> shapes;
+  // qwen35's linear attention: key and value heads and their width (0 otherwise).
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  int ssm_head_dim = 0;
 
   static Result<BaseModel> from_gguf(const GgufFile& file);
   static Result<BaseModel> open(const std::string& path);

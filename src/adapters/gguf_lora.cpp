@@ -94,7 +94,9 @@ Result<GgufLoraScan> scan_gguf_lora(const fs::path& path) {
       return errorf(
           "invalid_adapter",
           "{}: tensor '{}' does not adapt a decoder layer projection graft supports (attn_q, attn_k, "
-          "attn_v, attn_output, ffn_gate, ffn_up, ffn_down)",
+          "attn_v, attn_output, ffn_gate, ffn_up, ffn_down; qwen35: attn_qkv, attn_gate, ssm_alpha, "
+          "ssm_beta, "
+          "ssm_out)",
           where, t.name);
     }
     if (t.n_dims > 2) {

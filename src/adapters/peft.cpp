@@ -69,7 +69,7 @@ Result<PeftTensorName> parse_tensor_name(const std::string& name, const std::str
     return errorf(
         "invalid_adapter",
         "{}: tensor '{}': unknown module '{}' (graft adapts q_proj, k_proj, v_proj, o_proj, gate_proj, "
-        "up_proj and down_proj)",
+        "up_proj and down_proj, and qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj)",
         where, name, module);
   }
   if (block != peft_block_name(*target)) {
@@ -329,6 +329,76 @@ Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWri
   config.layers_to_transform.assign(layers.begin(), layers.end());
   GRAFT_TRY_STATUS(writer.write((dir / kPeftWeightsFile).string()));
   return write_file_atomic(dir / kPeftConfigFile, peft_config_json(config));
+}
+
+}  // namespace graft
+
+namespace graft {
+
+namespace {
+
+// For each GGUF value-head position, the Hugging Face head it holds.
+std::vector<int> gguf_heads_from_peft(int k_heads, int v_heads) {
+  const int per_key = v_heads / k_heads;
+  std::vector<int> from(static_cast<size_t>(v_heads), 0);
+  for (int j = 0; j < per_key; ++j) {
+    for (int k = 0; k < k_heads; ++k) from[size_t(j * k_heads + k)] = k * per_key + j;
+  }
+  return from;
+}
+
+// Moves blocks of `block` floats, n_heads of them starting at `first`, every
+// `stride` floats (rows) for `repeat` rows, from one head order to the other.
+void move_heads(std::vector<float>& data, const std::vector<int>& from, HeadOrder direction, size_t first,
+                size_t block, size_t stride, size_t repeat) {
+  std::vector<float> copy(from.size() * block);
+  for (size_t row = 0; row < repeat; ++row) {
+    float* heads = data.data() + row * stride + first;
+    std::copy(heads, heads + copy.size(), copy.begin());
+    for (size_t i = 0; i < from.size(); ++i) {
+      const size_t dst = direction == HeadOrder::peft_to_gguf ? i : size_t(from[i]);
+      const size_t src = direction == HeadOrder::peft_to_gguf ? size_t(from[i]) : i;
+      std::copy_n(copy.begin() + std::ptrdiff_t(src * block), block, heads + dst * block);
+    }
+  }
+}
+
+}  // namespace
+
+void reorder_value_heads(LoraAdapter& adapter, const BaseModel& base, HeadOrder direction) {
+  const int k_heads = base.ssm_k_heads, v_heads = base.ssm_v_heads;
+  if (k_heads <= 0 || v_heads <= k_heads || v_heads % k_heads != 0) return;
+  const std::vector<int> from = gguf_heads_from_peft(k_heads, v_heads);
+  const size_t hd = size_t(base.ssm_head_dim);
+  for (LoraPair& p : adapter.pairs) {
+    const size_t rank = size_t(p.rank);
+    // Moves whole rows or columns, so the matrix keeps its type: F16 and
+    // BF16 round back exactly; anything else becomes F32 (the type it is
+    // mounted as anyway).
+    auto reorder = [&](LoraMatrix& m, size_t first, size_t unit, size_t stride, size_t count) {
+      std::vector<float> values = m.floats();
+      move_heads(values, from, direction, first, unit, stride, count);
+      const bool keep = m.type == GGML_TYPE_F16 || m.type == GGML_TYPE_BF16;
+      m = LoraMatrix::of_floats(std::move(values), keep ? m.type : GGML_TYPE_F32);
+    };
+    switch (p.target) {
+      case LoraTarget::attn_qkv:  // B: [2 * key_dim + value_dim, rank]; the v rows come last
+        reorder(p.b, 2 * size_t(k_heads) * hd * rank, hd * rank, 0, 1);
+        break;
+      case LoraTarget::attn_gate:  // B: [value_dim, rank]
+        reorder(p.b, 0, hd * rank, 0, 1);
+        break;
+      case LoraTarget::ssm_alpha:
+      case LoraTarget::ssm_beta:  // B: [n_v_heads, rank]
+        reorder(p.b, 0, rank, 0, 1);
+        break;
+      case LoraTarget::ssm_out:  // A: [rank, value_dim]
+        reorder(p.a, 0, hd, size_t(v_heads) * hd, rank);
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 }  // namespace graft

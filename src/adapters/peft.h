@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/base_model.h"
 #include "adapters/lora_adapter.h"
 #include "io/safetensors.h"
 
@@ -51,5 +52,16 @@ Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWri
 
 // "base_model.model.model.layers.N.<block>.<module>.lora_<A|B>.weight"
 std::string peft_tensor_name(int layer, LoraTarget target, bool lora_b);
+
+// Qwen3.5's linear-attention layers with fewer key heads than value heads:
+// Hugging Face orders the value heads grouped by key head (k0v0, k0v1, ...,
+// k1v0, ...), GGUF files tile them (k0v0, k1v0, ..., k0v1, ...), as
+// llama.cpp's converter reorders the base weights. PEFT adapters are in the
+// first order, graft's engine and GGUF adapters in the second: this turns
+// the value-head rows of lora_B (in_proj_qkv's v part, in_proj_z, in_proj_a,
+// in_proj_b) and the value-head columns of out_proj's lora_A from one order
+// into the other. Other adapters are left as they are.
+enum class HeadOrder { peft_to_gguf, gguf_to_peft };
+void reorder_value_heads(LoraAdapter& adapter, const BaseModel& base, HeadOrder direction);
 
 }  // namespace graft

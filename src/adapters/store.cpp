@@ -6,6 +6,7 @@
 #include "adapters/gguf_lora.h"
 #include "adapters/peft.h"
 #include "io/gguf_file.h"
+#include "io/hf_cache.h"
 #include "util/files.h"
 #include "util/log.h"
 
@@ -92,6 +93,25 @@ Result<AvailableAdapter> inspect_gguf_file(const fs::path& file) {
   return adapter;
 }
 
+// A cached repo's snapshot that is an adapter (PEFT files, or one GGUF
+// LoRA), inspected, with the repo's id as its own.
+std::optional<AvailableAdapter> hub_adapter(const hf::Snapshot& s) {
+  if (!is_peft_folder(s.dir)) {
+    int loras = 0;
+    for (const std::string& f : s.files) {
+      if (fs::path(f).extension() != ".gguf") continue;
+      auto file = GgufFile::open((s.dir / f).string());
+      if (!file || file->find_string("general.type").value_or("") != "adapter") return std::nullopt;
+      ++loras;
+    }
+    if (loras != 1) return std::nullopt;
+  }
+  auto adapter = inspect_folder(s.dir);
+  if (!adapter) return std::nullopt;
+  adapter->id = s.repo.org.empty() ? s.repo.name : s.repo.org + "--" + s.repo.name;
+  return std::move(adapter).value();
+}
+
 }  // namespace
 
 Status validate_adapter_id(std::string_view id) {
@@ -152,6 +172,9 @@ Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseMo
                   adapter.id, compat.reason);
   }
   GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter));
+  if (adapter.description->format == AdapterFormat::peft) {
+    reorder_value_heads(weights, base, HeadOrder::peft_to_gguf);
+  }
   // The files may have changed since they were described: check what was read.
   AdapterDescription read = *adapter.description;
   read.modules = modules_of(weights);
@@ -174,7 +197,15 @@ fs::path AdapterStore::user_store() {
 AdapterStore AdapterStore::with_user_store(const std::vector<fs::path>& adapter_dirs) {
   std::vector<fs::path> roots{user_store()};
   roots.insert(roots.end(), adapter_dirs.begin(), adapter_dirs.end());
-  return AdapterStore(std::move(roots));
+  AdapterStore store(std::move(roots));
+  store.add_hub_cache(hf::default_hub_dir());
+  return store;
+}
+
+void AdapterStore::add_hub_cache(fs::path hub) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(hub, ec).lexically_normal();
+  hubs_.push_back(ec ? hub : absolute);
 }
 
 std::vector<AvailableAdapter> AdapterStore::scan() const {
@@ -203,6 +234,18 @@ std::vector<AvailableAdapter> AdapterStore::scan() const {
       out.push_back(std::move(adapter).value());
     }
   }
+  for (const fs::path& hub : hubs_) {
+    for (const hf::Snapshot& snapshot : hf::HubCache(hub).snapshots()) {
+      auto adapter = hub_adapter(snapshot);
+      if (!adapter) continue;
+      if (!seen.insert(adapter->id).second) {
+        GRAFT_LOG_WARN("adapter '{}' at {} is hidden by one of the same id found earlier", adapter->id,
+                       adapter->path.string());
+        continue;
+      }
+      out.push_back(std::move(*adapter));
+    }
+  }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }
@@ -219,8 +262,20 @@ Result<AvailableAdapter> AdapterStore::find(std::string_view id) const {
     const fs::path file = root / (std::string(id) + ".gguf");
     if (fs::is_regular_file(file, ec)) return inspect_gguf_file(file);
   }
+  const size_t sep = id.find("--");
+  if (auto repo = hf::parse_repo_id(sep == std::string_view::npos ? std::string(id)
+                                                                  : std::string(id.substr(0, sep)) + "/" +
+                                                                        std::string(id.substr(sep + 2)))) {
+    for (const fs::path& hub : hubs_) {
+      auto snapshot = hf::HubCache(hub).snapshot(*repo);
+      if (!snapshot) continue;
+      if (auto adapter = hub_adapter(*snapshot)) return std::move(*adapter);
+    }
+  }
   std::string where;
   for (const fs::path& root : roots_) where += (where.empty() ? "" : ", ") + root.string();
+  for (const fs::path& hub : hubs_)
+    where += (where.empty() ? "" : ", ") + ("the Hugging Face cache " + hub.string());
   return errorf("not_found", "no adapter '{}' in {}", id, where.empty() ? "(no adapter folders)" : where);
 }
 
@@ -229,7 +284,9 @@ Result<fs::path> AdapterStore::confine(const fs::path& path) const {
   fs::path target = fs::weakly_canonical(fs::absolute(path, ec), ec).lexically_normal();
   if (target.has_parent_path() && target.filename().empty()) target = target.parent_path();
   if (!ec) {
-    for (const fs::path& root : roots_) {
+    std::vector<fs::path> allowed = roots_;
+    allowed.insert(allowed.end(), hubs_.begin(), hubs_.end());
+    for (const fs::path& root : allowed) {
       std::error_code root_ec;
       fs::path base = fs::weakly_canonical(fs::absolute(root, root_ec), root_ec).lexically_normal();
       if (root_ec) continue;

@@ -1,6 +1,9 @@
 // The adapter store: the folders graft looks in for adapters (the "available"
 // state). The user's store is $XDG_DATA_HOME/graft/adapters (else
-// ~/.local/share/graft/adapters), followed by every --adapter-dir.
+// ~/.local/share/graft/adapters), followed by every --adapter-dir (graft
+// serve adds an adapters/ folder beside the model file), then adapter repos
+// in the Hugging Face cache: a cached repo whose snapshot holds PEFT files or
+// one GGUF LoRA is an adapter with the id "org--name".
 //
 // In a store folder, an adapter is either a sub-folder (its name is the id)
 // holding PEFT files or one GGUF LoRA file, plus optionally graft_adapter.json;
@@ -62,11 +65,14 @@ class AdapterStore {
   // Roots in priority order: an id found in an earlier root hides later ones.
   // Relative roots are made absolute (paths in listings are absolute).
   explicit AdapterStore(std::vector<fs::path> roots);
-  // The user's store first, then `adapter_dirs`.
+  // The user's store first, then `adapter_dirs`, then the Hugging Face cache.
   static AdapterStore with_user_store(const std::vector<fs::path>& adapter_dirs);
   static fs::path user_store();
+  // Also finds adapters among the repos of a Hugging Face hub cache (after the roots).
+  void add_hub_cache(fs::path hub);
 
   const std::vector<fs::path>& roots() const { return roots_; }
+  const std::vector<fs::path>& hub_caches() const { return hubs_; }
 
   // Every adapter in every root (missing roots are skipped), sorted by id.
   std::vector<AvailableAdapter> scan() const;
@@ -79,6 +85,7 @@ class AdapterStore {
 
  private:
   std::vector<fs::path> roots_;
+  std::vector<fs::path> hubs_;
 };
 
 }  // namespace graft

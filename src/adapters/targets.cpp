@@ -22,6 +22,12 @@ constexpr TargetNames kNames[] = {
     {LoraTarget::ffn_gate, "ffn_gate", "gate_proj", "mlp", "gate"},
     {LoraTarget::ffn_up, "ffn_up", "up_proj", "mlp", "up"},
     {LoraTarget::ffn_down, "ffn_down", "down_proj", "mlp", "down"},
+    // qwen35's linear-attention (gated delta-net) layers, as Hugging Face's Qwen3.5 names them.
+    {LoraTarget::attn_qkv, "attn_qkv", "in_proj_qkv", "linear_attn", "qkv"},
+    {LoraTarget::attn_gate, "attn_gate", "in_proj_z", "linear_attn", "z"},
+    {LoraTarget::ssm_alpha, "ssm_alpha", "in_proj_a", "linear_attn", "alpha"},
+    {LoraTarget::ssm_beta, "ssm_beta", "in_proj_b", "linear_attn", "beta"},
+    {LoraTarget::ssm_out, "ssm_out", "out_proj", "linear_attn", "out"},
 };
 
 const TargetNames& names(LoraTarget target) {
@@ -67,8 +73,9 @@ std::optional<LoraTarget> parse_target(std::string_view name) {
 Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
   if (text == "all") return std::vector<LoraTarget>(kAllLoraTargets.begin(), kAllLoraTargets.end());
   if (text == "attn") {
-    return std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v,
-                                   LoraTarget::attn_output};
+    return std::vector<LoraTarget>{LoraTarget::attn_q,      LoraTarget::attn_k,   LoraTarget::attn_v,
+                                   LoraTarget::attn_output, LoraTarget::attn_qkv, LoraTarget::attn_gate,
+                                   LoraTarget::ssm_alpha,   LoraTarget::ssm_beta, LoraTarget::ssm_out};
   }
   if (text == "mlp")
     return std::vector<LoraTarget>{LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down};
@@ -79,8 +86,11 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
     const std::string_view name = text.substr(start, comma - start);
     auto target = parse_target(name);
     if (!target) {
-      return errorf("invalid_argument", "unknown target '{}' (q, k, v, o, gate, up, down, or all, attn, mlp)",
-                    name);
+      return errorf(
+          "invalid_argument",
+          "unknown target '{}' (q, k, v, o, gate, up, down, qkv, z, alpha, beta, out, or all, attn, "
+          "mlp)",
+          name);
     }
     out.push_back(*target);
     start = comma + 1;
@@ -89,7 +99,7 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
 }
 
 bool lora_architecture_supported(std::string_view arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "qwen3";
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen35";
 }
 
 std::string base_tensor_name(int layer, LoraTarget target) {

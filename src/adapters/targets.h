@@ -1,6 +1,8 @@
 // The projections a LoRA adapter may target, and their names in the two file
 // formats: GGUF ("blk.N.attn_q.weight") and PEFT ("model.layers.N.self_attn.q_proj").
-// The names are the same for every architecture graft supports (llama, qwen2, qwen3).
+// The names are the same for every architecture graft supports (llama, qwen2,
+// qwen3, qwen35); qwen35's linear-attention layers add five projections
+// ("blk.N.attn_qkv.weight", "model.layers.N.linear_attn.in_proj_qkv", ...).
 #pragma once
 
 #include <array>
@@ -14,9 +16,10 @@
 
 namespace graft {
 
-inline constexpr std::array<LoraTarget, 7> kAllLoraTargets = {
-    LoraTarget::attn_q,   LoraTarget::attn_k, LoraTarget::attn_v,   LoraTarget::attn_output,
-    LoraTarget::ffn_gate, LoraTarget::ffn_up, LoraTarget::ffn_down,
+inline constexpr std::array<LoraTarget, 12> kAllLoraTargets = {
+    LoraTarget::attn_q,    LoraTarget::attn_k,    LoraTarget::attn_v,   LoraTarget::attn_output,
+    LoraTarget::ffn_gate,  LoraTarget::ffn_up,    LoraTarget::ffn_down, LoraTarget::attn_qkv,
+    LoraTarget::attn_gate, LoraTarget::ssm_alpha, LoraTarget::ssm_beta, LoraTarget::ssm_out,
 };
 
 // "attn_q", ... as in GGUF tensor names.
@@ -32,7 +35,8 @@ std::optional<LoraTarget> target_from_peft_name(std::string_view name);
 // o, gate, up, down.
 std::optional<LoraTarget> parse_target(std::string_view name);
 
-// "all", "attn", "mlp", or a comma-separated list of names parse_target knows.
+// "all", "attn" (attention and linear-attention projections), "mlp", or a
+// comma-separated list of names parse_target knows.
 Result<std::vector<LoraTarget>> parse_target_list(std::string_view text);
 
 // Whether graft maps adapters onto this GGUF architecture.

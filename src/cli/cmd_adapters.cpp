@@ -33,7 +33,11 @@ std::string format_ranges(const std::vector<int>& values) {
 }
 
 std::string format_targets(const std::vector<LoraTarget>& targets) {
-  if (targets.size() == kAllLoraTargets.size()) return "all";
+  // "all": every projection of a llama-shaped block (7), or of qwen35's two kinds of layer (12).
+  if (targets.size() == kAllLoraTargets.size() ||
+      (targets.size() == 7 && targets.back() == LoraTarget::ffn_down)) {
+    return "all";
+  }
   std::string out;
   for (LoraTarget t : targets) out += (out.empty() ? "" : ",") + std::string(peft_target_name(t));
   return out.empty() ? "-" : out;

@@ -38,12 +38,12 @@ void stamp_beside(const AvailableAdapter& adapter, const BaseModel& base) {
 
 void make(MakeOptions& o) {
   if (o.peft_dir.empty() && o.gguf_file.empty()) fail("give --peft DIR, --gguf FILE, or both");
-  auto targets = parse_target_list(o.targets);
+  auto base = BaseModel::open(o.spec.base_path);
+  if (!base) fail(base.error().message);
+  auto targets = test_adapter_targets(o.targets, *base);
   if (!targets) fail(targets.error().message);
   o.spec.targets = *targets;
   o.spec.layers = o.layers;
-  auto base = BaseModel::open(o.spec.base_path);
-  if (!base) fail(base.error().message);
   auto adapter = make_test_adapter(o.spec, *base);
   if (!adapter) fail(adapter.error().message);
   if (!o.peft_dir.empty()) {
@@ -56,7 +56,9 @@ void make(MakeOptions& o) {
     } else if (o.dtype != "f32") {
       fail("unknown --dtype '" + o.dtype + "' (f32, f16, bf16)");
     }
-    if (Status s = write_peft(o.peft_dir, *adapter, options); !s) fail(s.error().message);
+    LoraAdapter peft = *adapter;  // in Hugging Face's head order
+    reorder_value_heads(peft, *base, HeadOrder::gguf_to_peft);
+    if (Status s = write_peft(o.peft_dir, peft, options); !s) fail(s.error().message);
     if (o.stamp) stamp_beside(*inspect_adapter(o.peft_dir), *base);
     std::printf("wrote %s (PEFT)\n", o.peft_dir.c_str());
   }

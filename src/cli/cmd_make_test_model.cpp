@@ -15,7 +15,7 @@ void add_make_test_model_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
   cmd->add_option("output", *out, "Path of the GGUF file to write")->required();
-  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2, qwen3 or qwen35")->capture_default_str();
   cmd->add_option("--vocab", spec->vocab_path,
                   "GGUF to copy the tokenizer from (default: the bundle's ggml-vocab-llama-bpe.gguf)");
   cmd->add_option("--name", spec->name, "general.name")->capture_default_str();
@@ -32,6 +32,22 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--type", spec->type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k")
       ->capture_default_str();
   cmd->add_flag("--tied", spec->tied_output, "Reuse the embedding as the output matrix");
+  cmd->add_option("--rope-dims", spec->rope_dims,
+                  "Rotated dimensions of each head (0: all; qwen35: a quarter)")
+      ->capture_default_str();
+  cmd->add_option("--full-attention-interval", spec->full_attention_interval,
+                  "qwen35: every n-th layer is full attention, the others linear attention")
+      ->capture_default_str();
+  cmd->add_option("--ssm-conv", spec->ssm_conv_kernel, "qwen35: taps of the linear attention's convolution")
+      ->capture_default_str();
+  cmd->add_option("--ssm-head-dim", spec->ssm_head_dim,
+                  "qwen35: width of the linear attention's heads (0: head-dim / 2)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-k-heads", spec->ssm_k_heads, "qwen35: linear-attention key heads (0: kv-heads)")
+      ->capture_default_str();
+  cmd->add_option("--ssm-v-heads", spec->ssm_v_heads,
+                  "qwen35: linear-attention value heads (0: twice the key heads)")
+      ->capture_default_str();
   cmd->add_option("--seed", spec->seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template", *template_file,
                   "File with the chat template to embed, or 'none' (default: the vocab's own)");

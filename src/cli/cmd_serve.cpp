@@ -4,8 +4,12 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/model_arg.h"
 #include "cli/paths.h"
+#include "fit/fit.h"
 #include "server/routes_adapters.h"
+#include "server/routes_fit.h"
+#include "server/routes_metrics.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -31,6 +35,9 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  std::string memory;
+  bool ctx_given = false;
+  bool parallel_given = false;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -38,7 +45,48 @@ struct ServeArgs {
   throw CLI::RuntimeError(1);
 }
 
+// What the fit (fit/fit.h) decides before the model loads: what was not
+// given (parallel requests, the KV budget, and the context when even one
+// request of the default does not fit), and whether what was given fits at
+// all. A server that cannot fit refuses to start with the numbers.
+fit::ServeSettings plan_memory(const fit::FitModel& model, const ServeArgs& args, fit::ServeSettings s,
+                               int64_t budget_bytes, int64_t memory) {
+  const bool budget_given = s.kv_budget_tokens > 0 || budget_bytes > 0;
+  if (budget_bytes > 0) {
+    s.kv_budget_tokens = budget_bytes / int64_t(KvCache::footprint(model.config(), s.kv_type).bytes_per_cell);
+  }
+  s = model.resolve(s);
+  const fit::Usable usable = memory > 0 ? fit::usable_given(memory) : fit::usable_here();
+  fit::FitReport report = fit::make_report(model, s, usable, nullptr, /*machines=*/false);
+  auto replan = [&] {
+    if (!budget_given) s.kv_budget_tokens = 0;
+    s = model.resolve(s);
+    report = fit::make_report(model, s, usable, nullptr, /*machines=*/false);
+  };
+  if (!args.parallel_given && !budget_given && report.answer.max_parallel < s.parallel) {
+    std::fprintf(stderr, "graft: %d requests at once do not fit in memory here: using %d\n", s.parallel,
+                 std::max(1, report.answer.max_parallel));
+    s.parallel = std::max(1, report.answer.max_parallel);
+    replan();
+  }
+  if (!report.answer.fits && !args.ctx_given && !budget_given && report.answer.max_safe_context > 0) {
+    std::fprintf(stderr, "graft: a context of %d tokens does not fit in memory here: using %d\n", s.n_ctx,
+                 report.answer.max_safe_context);
+    s.n_ctx = report.answer.max_safe_context;
+    replan();
+  }
+  if (!report.answer.fits) fail(fit::refusal(report));
+  if (!budget_given) s.kv_budget_tokens = report.answer.kv_budget_tokens;
+  return s;
+}
+
 void serve(ServeArgs args) {
+  fit::baseline_rss();  // before the model: the process's own memory
+  if (!args.model.empty()) {
+    auto path = resolve_model_arg(args.model);
+    if (!path) fail(path.error().message);
+    args.model = *path;
+  }
   if (args.model.empty()) {
     auto demo = ensure_demo_model();
     if (!demo) fail("cannot prepare the demo model: " + demo.error().message);
@@ -67,6 +115,34 @@ void serve(ServeArgs args) {
     options.kv_budget_tokens = budget->first;
     budget_bytes = budget->second;
   }
+  int64_t memory = 0;
+  if (!args.memory.empty()) {
+    auto bytes = server::parse_kv_budget(args.memory);
+    if (!bytes || bytes->second == 0) fail("--memory '" + args.memory + "' is not a size like 12GiB");
+    memory = bytes->second;
+  }
+
+  auto planned = fit::FitModel::open(args.model);
+  if (!planned) fail(planned.error().message);
+  fit::ServeSettings settings;
+  settings.n_ctx = options.n_ctx;
+  settings.parallel = options.parallel;
+  settings.kv_type = options.kv_type == "q8_0" ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+  settings.kv_budget_tokens = options.kv_budget_tokens;
+  settings.batch = options.step_tokens;
+  settings.threads = options.threads;
+  if (options.kv_type == "f16" || options.kv_type == "q8_0") {  // else ServedModel::load names the bad type
+    settings = plan_memory(**planned, args, settings, budget_bytes, memory);
+    options.n_ctx = settings.n_ctx;
+    options.parallel = settings.parallel;
+    options.kv_budget_tokens = settings.kv_budget_tokens;
+    budget_bytes = 0;
+  }
+  planned->reset();  // the served model reads the file's metadata again
+  // An adapters/ folder beside the model file is searched too (after --adapter-dir).
+  const fs::path beside = fs::path(args.model).parent_path() / "adapters";
+  std::error_code ec;
+  if (fs::is_directory(beside, ec)) args.adapter_dirs.push_back(beside.string());
 
   std::fprintf(stderr, "graft: loading %s\n", args.model.c_str());
   auto model = server::ServedModel::load(options, budget_bytes);
@@ -84,6 +160,9 @@ void serve(ServeArgs args) {
   server_options.api_key = args.api_key;
   auto server = std::make_unique<server::Server>(*served, server_options);
   adapter_service->install(*server);
+  server::install_metrics(*server);
+  auto fit_service = std::make_unique<server::FitService>(args.model, settings, memory);
+  fit_service->install(*server);
   Status started = server->start();
   if (!started) fail(started.error().message);
 
@@ -105,6 +184,7 @@ void serve(ServeArgs args) {
   server->wait();
   std::fprintf(stderr, "graft: shutting down\n");
   server->stop();
+  fit_service.reset();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
   served.reset();           // the engine ends what is left before the HTTP side goes
   server.reset();
@@ -115,7 +195,10 @@ void serve(ServeArgs args) {
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
-  cmd->add_option("model", args->model, "GGUF model file (default: a small demo model with random weights)");
+  cmd->add_option(
+      "model", args->model,
+      "GGUF model file, or org/name[:file.gguf] from the Hugging Face cache (default: a small demo "
+      "model with random weights)");
   cmd->add_option("--host", args->host, "Address to listen on (0.0.0.0 for every interface)")
       ->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on")
@@ -123,19 +206,25 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option(
-         "--ctx", args->ctx,
-         "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
-         "8192)")
-      ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--parallel", args->parallel, "Requests generated at once; more wait in a queue")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+  auto* ctx =
+      cmd->add_option(
+             "--ctx", args->ctx,
+             "Longest sequence in tokens, prompt plus answer (default: the model's training context, at most "
+             "8192)")
+          ->check(CLI::Range(0, 1 << 24));
+  auto* parallel =
+      cmd->add_option("--parallel", args->parallel,
+                      "Requests generated at once; more wait in a queue (default: 4, or as many as "
+                      "fit in memory)")
+          ->check(CLI::Range(1, 64));
   cmd->add_option(
       "--kv-budget", args->kv_budget,
       "KV cache for running requests and cached prompt prefixes: tokens (16384) or a size (2GiB). "
       "A request is admitted when its prompt plus max_tokens fits (default: a full context per "
-      "parallel request, if memory allows)");
+      "parallel request, as graft fit plans it)");
+  cmd->add_option("--memory", args->memory,
+                  "Memory graft may plan with, e.g. 12GiB (default: what is free now, minus a margin); "
+                  "settings that do not fit refuse to start");
   cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
   cmd->add_option("--api-key", args->api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health")
@@ -165,7 +254,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"idle"}) | CLI::Range(0, 19));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
-  cmd->callback([args] { serve(*args); });
+  cmd->callback([args, ctx, parallel] {
+    args->ctx_given = ctx->count() > 0;
+    args->parallel_given = parallel->count() > 0;
+    serve(*args);
+  });
 }
 
 }  // namespace graft::cli

@@ -14,6 +14,9 @@ void add_bench_command(CLI::App& app);
 void add_adapters_command(CLI::App& app);
 void add_make_test_adapter_command(CLI::App& app);
 void add_chat_template_command(CLI::App& app);
+void add_fit_command(CLI::App& app);
+void add_models_command(CLI::App& app);
+void add_pull_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 
 }  // namespace graft::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   graft::cli::add_adapters_command(app);
   graft::cli::add_make_test_adapter_command(app);
   graft::cli::add_chat_template_command(app);
+  graft::cli::add_fit_command(app);
+  graft::cli::add_models_command(app);
+  graft::cli::add_pull_command(app);
   graft::cli::add_train_command(app);
 
   try {

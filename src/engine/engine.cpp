@@ -39,6 +39,12 @@ SchedulerConfig scheduler_config(const EngineConfig& config, const ExecutorLimit
   s.max_sequences = std::max(limits.max_sequences, config.max_running);
   s.step_tokens = config.step_tokens;
   s.prefix_cache = config.prefix_cache;
+  if (limits.state_bytes > 0) {
+    // A recurrent state costs as many cells as it has bytes' worth of KV.
+    const int64_t per_cell = std::max<int64_t>(limits.kv_bytes_per_token, 1);
+    s.state_cells = (limits.state_bytes + per_cell - 1) / per_cell;
+    s.max_snapshots = limits.max_state_snapshots;
+  }
   return s;
 }
 
@@ -238,6 +244,9 @@ void Engine::step() {
       case KvOp::Kind::kTruncate:
         executor_->seq_truncate(op.seq, op.n_tokens);
         break;
+      case KvOp::Kind::kDropSnapshots:
+        executor_->seq_drop_snapshots(op.seq);
+        break;
       case KvOp::Kind::kCopyPrefix: {
         Status status = executor_->seq_copy_prefix(op.src, op.seq, op.n_tokens);
         if (!status) {
@@ -279,6 +288,13 @@ void Engine::step() {
     fail_requests(std::vector<RequestId>(ids.begin(), ids.end()), error);
     publish_stats(static_cast<int>(plan.batch.size()));
     return;
+  }
+  for (SeqId seq : plan.snapshots) {
+    Status kept = executor_->seq_snapshot(seq);
+    if (!kept) {
+      GRAFT_LOG_WARN("cannot keep sequence {}'s recurrent state: {}", seq, kept.error().message);
+      scheduler_.forget_snapshot(seq);
+    }
   }
   for (size_t i = 0; i < samplers.size(); ++i) on_token(*active_.at(plan.samplers[i]), (*sampled)[i]);
   recent_tokens_.emplace_back(Clock::now(), static_cast<int>(samplers.size()));
@@ -404,6 +420,14 @@ void Engine::publish_stats(int batch_rows, bool count_step) {
   stats_.prefix_cache_entries = scheduler_.n_cached();
   stats_.prefix_cache_tokens = scheduler_.cached_tokens();
   stats_.prefix_cache_bytes = stats_.prefix_cache_tokens * limits_.kv_bytes_per_token;
+  if (limits_.state_bytes > 0) {
+    // Live states of running and cached sequences, and snapshots.
+    stats_.state_bytes_per_sequence = limits_.state_bytes;
+    stats_.state_snapshots = scheduler_.n_snapshots();
+    stats_.state_bytes = (int64_t{scheduler_.n_states()} + scheduler_.n_snapshots()) * limits_.state_bytes;
+    stats_.kv_bytes += int64_t{scheduler_.n_running()} * limits_.state_bytes;
+    stats_.prefix_cache_bytes += int64_t{scheduler_.n_cached()} * limits_.state_bytes;
+  }
   stats_.tokens_per_second = span > 0 ? tokens / span : 0;
 }
 

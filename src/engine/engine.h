@@ -62,6 +62,11 @@ struct EngineStats {
   int prefix_cache_entries = 0;
   int64_t prefix_cache_tokens = 0;
   int64_t prefix_cache_bytes = 0;
+  // Hybrid models: memory of recurrent states (running and cached sequences'
+  // and snapshots; kv_bytes and prefix_cache_bytes include their sequences').
+  int64_t state_bytes = 0;
+  int64_t state_bytes_per_sequence = 0;
+  int state_snapshots = 0;
 };
 
 class Engine {

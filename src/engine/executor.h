@@ -24,6 +24,10 @@ struct ExecutorLimits {
   int64_t kv_cells = 0;   // tokens the KV cache holds over all sequences
   int64_t kv_bytes_per_token = 0;
   int max_batch_rows = 0;  // most rows one step may carry
+  // Hybrid models: bytes of one sequence's recurrent state (0: the model
+  // keeps none) and the most state snapshots held at once.
+  int64_t state_bytes = 0;
+  int max_state_snapshots = 0;
 };
 
 // One request's sampling state (penalty history, random generator).
@@ -53,8 +57,13 @@ class Executor {
   // KV sequence edits (between steps).
   virtual void seq_free(SeqId seq) = 0;
   virtual void seq_truncate(SeqId seq, int n_tokens) = 0;
-  // Makes dst's first n tokens those of src (dst must be empty).
+  // Makes dst's first n tokens those of src (dst must be empty). With a
+  // recurrent state, n must be src's length or a length it has a snapshot at.
   virtual Status seq_copy_prefix(SeqId src, SeqId dst, int n_tokens) = 0;
+  // Hybrid models: keeps the sequence's recurrent state at its current length
+  // as a snapshot; drops all of its snapshots.
+  virtual Status seq_snapshot(SeqId) { return make_error("internal", "the model keeps no recurrent state"); }
+  virtual void seq_drop_snapshots(SeqId) {}
 };
 
 // How generated tokens become text.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
 #include "util/log.h"
@@ -45,68 +46,84 @@ Status Forward::check(const Batch& batch) const {
   return {};
 }
 
-Status Forward::build(const Shape& shape) {
-  have_graph_ = false;
-  ctx_.reset();
-  const ModelConfig& c = model_.config();
-  const size_t max_nodes = size_t(c.n_layer) * (160 + 12 * shape.windows.size()) + 256;
-  graph_memory_.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
+ggml_tensor* Forward::build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
+                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context_ptr& ctx,
+                                  GraphContext& g, LoraInputs& lora,
+                                  const std::vector<RecurrentInputs::Layer>* recurrent) {
+  ctx.reset();
+  const ModelConfig& c = model.config();
+  const size_t max_nodes =
+      size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
+  memory.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
-  params.mem_size = graph_memory_.size();
-  params.mem_buffer = graph_memory_.data();
+  params.mem_size = memory.size();
+  params.mem_buffer = memory.data();
   params.no_alloc = true;
-  ctx_.reset(ggml_init(params));
-  if (!ctx_) return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
-  ggml_context* ctx = ctx_.get();
+  ctx.reset(ggml_init(params));
+  if (!ctx) return nullptr;
 
-  GraphContext& g = graph_;
   g = GraphContext{};
-  g.ctx = ctx;
-  g.graph = ggml_new_graph_custom(ctx, max_nodes, false);
+  g.ctx = ctx.get();
+  g.graph = ggml_new_graph_custom(g.ctx, max_nodes, false);
   g.n_rows = shape.n_rows;
   auto input = [&](ggml_tensor* t, const char* name) {
     ggml_set_name(t, name);
     ggml_set_input(t);
     return t;
   };
-  g.tokens = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
-  g.positions = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "positions");
+  g.tokens = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
+  g.positions = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_rows), "positions");
   if (shape.n_outputs < shape.n_rows) {
-    g.out_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
+    g.out_rows = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
   }
-  g.attention.layers = cache_.layer_tensors();
-  g.attention.store_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
+  g.attention.layers = cache;
+  g.attention.store_rows = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
-    group.mask = input(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    group.mask = input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
     g.attention.groups.push_back(group);
   }
-  lora_inputs_ = LoraInputs{};
-  if (shape.lora_used > 0) {
-    LoraInputs& in = lora_inputs_;
-    in.n_used = shape.lora_used;
-    in.types = shape.lora_types;
-    const int n_planes = 1 + kLoraTypeCount;
-    in.routes =
-        input(ggml_new_tensor_3d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, n_planes), "lora_routes");
-    in.scales =
-        input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
-    if (g.out_rows) {
-      in.out_routes =
-          input(ggml_new_tensor_3d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, n_planes),
-                "lora_out_routes");
-      in.out_scales = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
-                            "lora_out_scales");
+  if (recurrent) {
+    g.recurrent.layers = *recurrent;
+    for (const auto& [row_begin, n_seqs, n_tokens] : shape.state_groups) {
+      ggml_tensor* slots = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, n_seqs), "state_slots");
+      g.recurrent.groups.push_back(RecurrentInputs::Group{row_begin, n_seqs, n_tokens, slots});
     }
-    g.lora = &in;
   }
-  logits_ = model_.build_graph(g);
-  ggml_set_name(logits_, "logits");
-  ggml_set_output(logits_);
-  ggml_build_forward_expand(g.graph, logits_);
-  if (!ggml_gallocr_alloc_graph(allocator_.get(), g.graph)) {
+  lora = LoraInputs{};
+  if (shape.lora_used > 0) {
+    lora.n_used = shape.lora_used;
+    lora.types = shape.lora_types;
+    const int n_planes = 1 + kLoraTypeCount;
+    lora.routes = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, n_planes),
+                        "lora_routes");
+    lora.scales =
+        input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    if (g.out_rows) {
+      lora.out_routes =
+          input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, n_planes),
+                "lora_out_routes");
+      lora.out_scales = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
+                              "lora_out_scales");
+    }
+    g.lora = &lora;
+  }
+  ggml_tensor* logits = model.build_graph(g);
+  ggml_set_name(logits, "logits");
+  ggml_set_output(logits);
+  ggml_build_forward_expand(g.graph, logits);
+  return logits;
+}
+
+Status Forward::build(const Shape& shape) {
+  have_graph_ = false;
+  const RecurrentState* state = cache_.recurrent();
+  logits_ = build_graph(model_, cache_.layer_tensors(), shape, graph_memory_, ctx_, graph_, lora_inputs_,
+                        state ? &state->layer_tensors() : nullptr);
+  if (!logits_) return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
+  if (!ggml_gallocr_alloc_graph(allocator_.get(), graph_.graph)) {
     size_t needed = 0;
-    ggml_gallocr_reserve_n_size(allocator_.get(), g.graph, nullptr, nullptr, &needed);
+    ggml_gallocr_reserve_n_size(allocator_.get(), graph_.graph, nullptr, nullptr, &needed);
     // A failed allocator keeps the failed graph's plan: start afresh.
     allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
     ctx_.reset();
@@ -119,8 +136,57 @@ Status Forward::build(const Shape& shape) {
   ++graphs_built_;
   GRAFT_LOG_DEBUG(
       "graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} q4_rows inputs",
-      shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, g.quantized.size());
+      shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, graph_.quantized.size());
   return {};
+}
+
+Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_cells, int n_rows,
+                                  int n_outputs, int n_threads, std::vector<KvCache::Window> windows) {
+  const ModelConfig& c = model.config();
+  // The cache's tensors without memory: a zero-size buffer marks them as
+  // placed, so ggml's allocator leaves them out as it does the real ones.
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * (4 * size_t(c.n_layer) + 1);
+  params.no_alloc = true;
+  ggml_context_ptr cache_ctx(ggml_init(params));
+  ggml_backend_buffer_ptr none(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0));
+  Measure m;
+  if (!cache_ctx || !none) return m;
+  std::vector<AttentionInputs::Layer> cache;
+  for (int il = 0; il < c.n_layer; ++il) {
+    AttentionInputs::Layer layer;
+    layer.k = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
+    layer.v = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
+    layer.k->buffer = layer.v->buffer = none.get();
+    cache.push_back(layer);
+  }
+  // Hybrid models: one recurrent state slot, also without memory.
+  std::vector<RecurrentInputs::Layer> recurrent(size_t(c.n_layer));
+  for (int il = 0; il < c.n_layer && c.has_recurrent_layers(); ++il) {
+    if (!c.is_recurrent(il)) continue;
+    RecurrentInputs::Layer& l = recurrent[size_t(il)];
+    l.conv = ggml_new_tensor_2d(cache_ctx.get(), GGML_TYPE_F32, c.ssm.conv_state_size(), 1);
+    l.delta = ggml_new_tensor_2d(cache_ctx.get(), GGML_TYPE_F32, c.ssm.delta_state_size(), 1);
+    l.conv->buffer = l.delta->buffer = none.get();
+  }
+  Shape shape;
+  shape.n_rows = std::max(1, n_rows);
+  shape.n_outputs = std::clamp(n_outputs, 1, shape.n_rows);
+  shape.windows =
+      windows.empty() ? std::vector<KvCache::Window>{{0, shape.n_rows, 0, n_cells}} : std::move(windows);
+  if (c.has_recurrent_layers()) shape.state_groups = {{0, 1, shape.n_rows}};
+  std::vector<uint8_t> memory;
+  ggml_context_ptr ctx;
+  GraphContext g;
+  LoraInputs lora;
+  if (!build_graph(model, cache, shape, memory, ctx, g, lora, c.has_recurrent_layers() ? &recurrent : nullptr)) {
+    return m;
+  }
+  ggml_gallocr_ptr allocator(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_reserve_n_size(allocator.get(), g.graph, nullptr, nullptr, &m.compute_bytes);
+  m.work_bytes = ggml_graph_plan(g.graph, std::max(1, n_threads), nullptr).work_size;
+  m.n_nodes = ggml_graph_n_nodes(g.graph);
+  return m;
 }
 
 Status Forward::reserve(int n_rows, int n_outputs) {
@@ -129,6 +195,7 @@ Status Forward::reserve(int n_rows, int n_outputs) {
   shape.n_rows = n_rows;
   shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
   shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
+  if (cache_.recurrent()) shape.state_groups = {{0, 1, n_rows}};
   GRAFT_TRY_STATUS(build(shape));
   --graphs_built_;  // not a batch's graph
   // Fault the compute buffer in now, not in the first batch: on VMs the
@@ -164,6 +231,10 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
   for (size_t i = 0; i < placement.windows.size(); ++i) {
     cache_.fill_mask(batch, placement.windows[i],
                      static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+  }
+  for (size_t i = 0; i < placement.state_groups.size(); ++i) {
+    const std::vector<SeqId>& seqs = placement.state_groups[i].seqs;
+    std::copy(seqs.begin(), seqs.end(), static_cast<int32_t*>(g.recurrent.groups[i].slots->data));
   }
   if (g.lora) set_lora_inputs(batch);
 }
@@ -228,6 +299,9 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   const int n_logits = batch.n_logits();
   shape.n_outputs = std::max(1, n_logits);
   shape.windows = placement.windows;
+  for (const KvCache::StateGroup& sg : placement.state_groups) {
+    shape.state_groups.push_back({sg.row_begin, sg.n_seqs, sg.n_tokens});
+  }
   const LoraSet& lora = model_.lora();
   for (const BatchRow& row : batch.rows) {
     shape.lora_used = std::max(shape.lora_used, row.adapters.n);

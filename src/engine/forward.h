@@ -47,7 +47,24 @@ class Forward {
   // Errors: "out_of_memory", naming the size.
   Status reserve(int n_rows, int n_outputs);
 
+  // The memory one batch shape needs, measured by building its graph over a
+  // cache of n_cells cells of kv_type, allocating and computing nothing:
+  // ggml's allocator buffer (inputs, activations, logits) and the CPU
+  // backend's work buffer for n_threads. fit/ plans memory and speed with it;
+  // the model may be one whose weights have no data (Model::load_layout).
+  struct Measure {
+    size_t compute_bytes = 0;
+    size_t work_bytes = 0;
+    int n_nodes = 0;
+  };
+  // windows: the row groups and their cells, as KvCache::place gives them;
+  // empty: one window of every row over all cells, as reserve() builds.
+  static Measure measure(const Model& model, ggml_type kv_type, int n_cells, int n_rows, int n_outputs,
+                         int n_threads, std::vector<KvCache::Window> windows = {});
+
   int n_threads() const { return n_threads_; }
+  // Bytes of the compute buffer ggml's allocator holds now.
+  size_t compute_buffer_bytes() const { return ggml_gallocr_get_buffer_size(allocator_.get(), 0); }
   // Graphs built so far (a batch of the same shape as the last reuses its graph).
   int graphs_built() const { return graphs_built_; }
 
@@ -59,10 +76,20 @@ class Forward {
     int lora_used = 0;
     std::array<bool, kLoraTypeCount> lora_types{};
     uint64_t lora_version = 0;
+    std::vector<std::array<int, 3>> state_groups;  // hybrid models: row_begin, n_seqs, n_tokens
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;
   Status build(const Shape& shape);
+  // Creates the graph of a batch of this shape in `memory` (resized as
+  // needed) over the cache tensors and, for hybrid models, the recurrent
+  // state tensors (null otherwise); returns the logits tensor, or null when
+  // the graph's context cannot be made. Its LoRA inputs are laid out for the
+  // model's mounted adapters (see set_lora_inputs).
+  static ggml_tensor* build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
+                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context_ptr& ctx,
+                                  GraphContext& g, LoraInputs& lora,
+                                  const std::vector<RecurrentInputs::Layer>* recurrent);
   void set_inputs(const Batch& batch, const KvCache::Placement& placement);
   void set_lora_inputs(const Batch& batch);
   // Takes a batch's rows back out of the cache (after a failed pass).

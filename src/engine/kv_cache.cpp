@@ -7,6 +7,16 @@
 
 namespace graft {
 
+size_t kv_bytes_per_token(const ModelConfig& config, ggml_type type) {
+  const int n_attention = config.n_layer - config.n_recurrent_layers();
+  return 2 * size_t(n_attention) * ggml_row_size(type, config.n_embd_kv());
+}
+
+size_t recurrent_state_bytes(const ModelConfig& config) {
+  return size_t(config.n_recurrent_layers()) * sizeof(float) *
+         size_t(config.ssm.conv_state_size() + config.ssm.delta_state_size());
+}
+
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
   if (options.n_cells <= 0) return errorf("invalid_argument", "the KV cache needs at least one cell");
   if (options.n_seq_max <= 0 || options.n_seq_max > kMaxSequences) {
@@ -34,32 +44,51 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   cache->ctx_.reset(ggml_init(params));
   for (int il = 0; il < config.n_layer; ++il) {
     AttentionInputs::Layer layer;
+    if (config.is_recurrent(il)) {  // no KV cells: a recurrent state instead
+      cache->layers_.push_back(layer);
+      continue;
+    }
     layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
     layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
     ggml_format_name(layer.k, "cache_k.%d", il);
     ggml_format_name(layer.v, "cache_v.%d", il);
     cache->layers_.push_back(layer);
   }
-  cache->buffer_.reset(
-      ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_.get(), ggml_backend_cpu_buffer_type()));
-  if (!cache->buffer_) {
-    return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
-                  cache->bytes_per_token() * size_t(options.n_cells) >> 20);
+  if (config.n_recurrent_layers() < config.n_layer) {
+    cache->buffer_.reset(
+        ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_.get(), ggml_backend_cpu_buffer_type()));
+    if (!cache->buffer_) {
+      return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
+                    cache->bytes_per_token() * size_t(options.n_cells) >> 20);
+    }
+    ggml_backend_buffer_clear(cache->buffer_.get(), 0);
   }
-  ggml_backend_buffer_clear(cache->buffer_.get(), 0);
+  if (config.has_recurrent_layers()) {
+    GRAFT_TRY(cache->state_,
+              RecurrentState::create(config, options.n_seq_max, std::max(options.n_state_snapshots, 0)));
+    cache->state_valid_.assign(size_t(options.n_seq_max), true);
+  }
   return cache;
+}
+
+KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
+  Footprint f;
+  f.bytes_per_cell = 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+  return f;
 }
 
 KvCache::~KvCache() = default;
 
 size_t KvCache::bytes_total() const {
-  return buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0;
+  const size_t states = state_ ? state_->bytes_per_state() * size_t(n_seq_max_) : 0;
+  return (buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0) + states;
 }
 
 size_t KvCache::bytes_per_token() const {
   size_t n = 0;
-  for (const auto& l : layers_)
-    n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+  for (const auto& l : layers_) {
+    if (l.k) n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+  }
   return n;
 }
 
@@ -82,6 +111,14 @@ void KvCache::seq_free(SeqId seq) {
 void KvCache::seq_truncate(SeqId seq, int n_keep) {
   if (!valid_seq(seq) || n_keep >= seq_len_[size_t(seq)]) return;
   n_keep = std::max(n_keep, 0);
+  if (state_) {
+    // The state goes back with the cells when a snapshot holds it; otherwise
+    // the sequence cannot continue (place() says so) until it is freed.
+    state_->drop(seq, n_keep == 0 ? -1 : n_keep);
+    const bool back = n_keep == 0 || state_->has(seq, n_keep);
+    if (n_keep > 0 && back) state_->restore(seq, n_keep, seq);
+    state_valid_[size_t(seq)] = back;
+  }
   int tail = -1;
   for (int i = 0; i < used_end_; ++i) {
     Cell& c = cells_[size_t(i)];
@@ -107,6 +144,20 @@ Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
     return errorf("invalid_argument", "sequence {} holds {} positions, cannot copy {}", src,
                   seq_len_[size_t(src)], n);
   }
+  if (state_ && n > 0) {
+    const bool whole = n == seq_len_[size_t(src)] && state_valid_[size_t(src)];
+    if (!whole && !state_->has(src, n)) {
+      return errorf("invalid_argument",
+                    "sequence {} has no recurrent state at position {} (its length {} or a snapshot)", src, n,
+                    seq_len_[size_t(src)]);
+    }
+    if (whole) {
+      state_->copy(src, dst);
+    } else {
+      state_->restore(src, n, dst);
+    }
+    state_valid_[size_t(dst)] = true;
+  }
   int tail = -1;
   for (int i = 0; i < used_end_; ++i) {
     Cell& c = cells_[size_t(i)];
@@ -120,7 +171,27 @@ Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
   return {};
 }
 
+Status KvCache::seq_snapshot(SeqId seq) {
+  if (!state_) return errorf("invalid_argument", "the model keeps no recurrent state to snapshot");
+  if (!valid_seq(seq) || seq_len_[size_t(seq)] == 0 || !state_valid_[size_t(seq)]) {
+    return errorf("invalid_argument", "sequence {} has no state to snapshot", seq);
+  }
+  return state_->save(seq, seq_len_[size_t(seq)]);
+}
+
+void KvCache::seq_drop_snapshots(SeqId seq) {
+  if (state_ && valid_seq(seq)) state_->drop(seq, -1);
+}
+
+std::vector<int> KvCache::seq_snapshots(SeqId seq) const {
+  return state_ && valid_seq(seq) ? state_->positions(seq) : std::vector<int>{};
+}
+
 void KvCache::clear() {
+  if (state_) {
+    state_->drop_all();
+    std::fill(state_valid_.begin(), state_valid_.end(), true);
+  }
   for (Cell& c : cells_) c = Cell{};
   std::fill(seq_len_.begin(), seq_len_.end(), 0);
   std::fill(seq_tail_.begin(), seq_tail_.end(), -1);
@@ -154,6 +225,17 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
     return errorf("kv_cache_full", "the KV cache has {} free cells, the batch needs {}", cells_free(), n);
   }
   Placement placement;
+  if (state_) {
+    GRAFT_TRY(placement.state_groups, state_groups_for(batch));
+    for (const StateGroup& group : placement.state_groups) {
+      for (SeqId seq : group.seqs) {
+        if (seq_len_[size_t(seq)] == 0) {  // a new sequence starts from the zero state
+          state_->reset(seq);
+          state_valid_[size_t(seq)] = true;
+        }
+      }
+    }
+  }
   placement.cells.resize(size_t(n));
   int scattered = 0;  // where the search for single free cells goes on
   for (int r = 0; r < n;) {
@@ -197,6 +279,37 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
   placement.n_kv = padded_n_kv();
   placement.windows = windows_for(batch);
   return placement;
+}
+
+Result<std::vector<KvCache::StateGroup>> KvCache::state_groups_for(const Batch& batch) const {
+  std::vector<StateGroup> groups;
+  std::vector<bool> seen(size_t(n_seq_max_), false);
+  const int n = int(batch.size());
+  for (int r = 0; r < n;) {
+    const SeqId seq = batch.rows[size_t(r)].seq;
+    int end = r + 1;
+    while (end < n && batch.rows[size_t(end)].seq == seq) ++end;
+    if (seen[size_t(seq)]) {
+      return errorf("invalid_argument",
+                    "row {}: sequence {} has rows apart in the batch (a recurrent state "
+                    "takes each sequence's rows as one run)",
+                    r, seq);
+    }
+    seen[size_t(seq)] = true;
+    if (!state_valid_[size_t(seq)] && seq_len_[size_t(seq)] > 0) {
+      return errorf("invalid_argument",
+                    "sequence {} was cut back to a position without a recurrent state snapshot", seq);
+    }
+    const int len = end - r;
+    if (!groups.empty() && groups.back().n_tokens == len) {
+      groups.back().n_seqs++;
+      groups.back().seqs.push_back(seq);
+    } else {
+      groups.push_back(StateGroup{r, 1, len, {seq}});
+    }
+    r = end;
+  }
+  return groups;
 }
 
 int KvCache::find_free_run(int n, int from) const {

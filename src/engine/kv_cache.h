@@ -3,6 +3,12 @@
 // position and may belong to several sequences at once, so copying a prefix
 // from one sequence to another shares cells instead of copying data.
 // Rows attend only to cells of their own sequence at positions <= theirs.
+//
+// For hybrid models (qwen35) it also holds each sequence's recurrent state
+// (engine/recurrent_state.h) beside its cells, and snapshots of it: cells and
+// state are freed, truncated and copied together. A state cannot be cut back,
+// so a prefix copy or truncation to n tokens needs the source's state at
+// exactly n tokens: its whole length, or a snapshot taken there.
 #pragma once
 
 #include <bitset>
@@ -14,6 +20,7 @@
 #include <ggml-cpp.h>
 
 #include "engine/batch.h"
+#include "engine/recurrent_state.h"
 #include "model/graph.h"
 #include "model/model.h"
 #include "util/result.h"
@@ -24,13 +31,32 @@ struct KvCacheOptions {
   int n_cells = 4096;              // positions the cache holds, summed over all sequences
   int n_seq_max = 64;              // sequence ids are 0 .. n_seq_max-1 (at most kMaxSequences)
   ggml_type type = GGML_TYPE_F16;  // F16 or Q8_0
+  int n_state_snapshots = 0;       // hybrid models: recurrent state snapshots held at once
 };
+
+// Bytes per token of a cache of this type (KV of the attention layers), and
+// of one sequence's recurrent state (0 without linear-attention layers): for
+// sizing a cache before creating it.
+size_t kv_bytes_per_token(const ModelConfig& config, ggml_type type);
+size_t recurrent_state_bytes(const ModelConfig& config);
 
 class KvCache {
  public:
   static constexpr int kMaxSequences = 256;
 
   static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+
+  // What a cache of this type costs for a model, without creating one (fit/
+  // plans memory with it): bytes per cell (every layer's K and V of one
+  // position) and bytes per sequence (state a family keeps per sequence
+  // whatever its length, e.g. recurrent state or a sliding window's ring;
+  // none for full attention). A cache of n cells and s sequences occupies
+  // n * bytes_per_cell + s * bytes_per_sequence.
+  struct Footprint {
+    size_t bytes_per_cell = 0;
+    size_t bytes_per_sequence = 0;
+  };
+  static Footprint footprint(const ModelConfig& config, ggml_type type);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -40,8 +66,8 @@ class KvCache {
   int cells_free() const { return cells_total() - n_used_; }
   // Whether n more cells can be given out now.
   bool can_fit(int n) const { return n <= cells_free(); }
-  size_t bytes_total() const;
-  size_t bytes_per_token() const;  // per cell, all layers, K and V
+  size_t bytes_total() const;      // the cells, and each sequence's recurrent state (hybrid models)
+  size_t bytes_per_token() const;  // per cell, all attention layers, K and V
   int n_seq_max() const { return n_seq_max_; }
   ggml_type type() const { return type_; }
 
@@ -53,6 +79,15 @@ class KvCache {
   void seq_truncate(SeqId seq, int n_keep);
   // Makes dst's first n positions those of src (sharing cells; dst must be empty).
   Status seq_copy_prefix(SeqId src, SeqId dst, int n);
+
+  // Hybrid models: the recurrent states (null otherwise).
+  const RecurrentState* recurrent() const { return state_.get(); }
+  // Keeps the sequence's state at its current length as a snapshot, for
+  // later prefix copies and truncations to that length.
+  Status seq_snapshot(SeqId seq);
+  // The lengths at which the sequence has snapshots.
+  std::vector<int> seq_snapshots(SeqId seq) const;
+  void seq_drop_snapshots(SeqId seq);
   // Forgets everything.
   void clear();
 
@@ -73,10 +108,20 @@ class KvCache {
   // into the next free run long enough; a new sequence starts halfway into
   // the longest free run. So sequences stay compact.
   // On error nothing changed.
+  // Hybrid models: rows [row_begin, row_begin + n_seqs * n_tokens) are
+  // n_seqs sequences (seqs) of n_tokens rows each (a sequence's rows must be
+  // consecutive, in one run per batch).
+  struct StateGroup {
+    int row_begin = 0;
+    int n_seqs = 0;
+    int n_tokens = 0;
+    std::vector<SeqId> seqs;
+  };
   struct Placement {
-    std::vector<int64_t> cells;   // per row
-    int n_kv = 0;                 // 1 + the highest cell in use, padded: every cell any row may see
-    std::vector<Window> windows;  // consecutive row groups covering the batch, in row order
+    std::vector<int64_t> cells;            // per row
+    int n_kv = 0;                          // 1 + the highest cell in use, padded: every cell any row may see
+    std::vector<Window> windows;           // consecutive row groups covering the batch, in row order
+    std::vector<StateGroup> state_groups;  // hybrid models: covering the batch, in row order
   };
   Result<Placement> place(const Batch& batch);
   // Fills the mask [window.n_cells, window.n_rows] (F16) of one window of the
@@ -110,6 +155,8 @@ class KvCache {
   // and each stays one compact window. -1 when no run is long enough.
   int place_new_sequence(int n) const;
   std::vector<Window> windows_for(const Batch& batch) const;
+  // Hybrid models: checks the batch's runs and groups them (place's part).
+  Result<std::vector<StateGroup>> state_groups_for(const Batch& batch) const;
 
   std::vector<Cell> cells_;
   std::vector<int> seq_len_;   // per sequence: positions held
@@ -121,6 +168,8 @@ class KvCache {
   ggml_context_ptr ctx_;
   ggml_backend_buffer_ptr buffer_;
   std::vector<AttentionInputs::Layer> layers_;
+  std::unique_ptr<RecurrentState> state_;  // hybrid models
+  std::vector<bool> state_valid_;          // per sequence: its live state matches its length
 };
 
 }  // namespace graft

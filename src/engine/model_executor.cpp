@@ -98,6 +98,8 @@ class ModelExecutor : public Executor {
   Status seq_copy_prefix(SeqId src, SeqId dst, int n_tokens) override {
     return cache_->seq_copy_prefix(src, dst, n_tokens);
   }
+  Status seq_snapshot(SeqId seq) override { return cache_->seq_snapshot(seq); }
+  void seq_drop_snapshots(SeqId seq) override { cache_->seq_drop_snapshots(seq); }
 
  private:
   Model& model_;
@@ -126,8 +128,20 @@ Result<std::unique_ptr<Executor>> make_model_executor(Model& model, const ModelE
   kv.n_cells = static_cast<int>(std::min<int64_t>(options.kv_cells, INT32_MAX));
   kv.n_seq_max = limits.max_sequences;
   kv.type = options.kv_type;
+  if (config.has_recurrent_layers()) {
+    kv.n_state_snapshots = options.state_snapshots;
+    if (kv.n_state_snapshots < 0) {
+      const int64_t budget_bytes = options.kv_cells * int64_t(kv_bytes_per_token(config, kv.type));
+      kv.n_state_snapshots =
+          int(std::clamp<int64_t>(budget_bytes / int64_t(recurrent_state_bytes(config)), 0, 64));
+    }
+  }
   GRAFT_TRY(std::unique_ptr<KvCache> cache, KvCache::create(config, kv));
   limits.kv_bytes_per_token = static_cast<int64_t>(cache->bytes_per_token());
+  if (const RecurrentState* state = cache->recurrent()) {
+    limits.state_bytes = static_cast<int64_t>(state->bytes_per_state());
+    limits.max_state_snapshots = state->n_snapshots_max();
+  }
   int threads =
       options.n_threads > 0 ? options.n_threads : static_cast<int>(std::thread::hardware_concurrency());
   auto executor = std::make_unique<ModelExecutor>(model, std::move(cache), std::max(threads, 1), limits);

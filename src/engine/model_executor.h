@@ -18,6 +18,9 @@ struct ModelExecutorOptions {
   int n_threads = 0;         // 0: all cores
   ggml_type kv_type = GGML_TYPE_F16;
   int max_batch_rows = 512;
+  // Hybrid models: recurrent state snapshots held at once (-1: as many as
+  // the KV budget's bytes hold, at most 64).
+  int state_snapshots = -1;
 };
 
 // The model must outlive the executor. Errors: the KV cache does not fit.

@@ -36,12 +36,14 @@ Status Scheduler::check_fits(int prompt_tokens, int max_new_tokens) const {
                   prompt_tokens, config_.n_ctx);
   }
   int64_t need = projected(prompt_tokens, max_new_tokens);
-  if (need > config_.kv_budget) {
+  if (need + config_.state_cells > config_.kv_budget) {
     return errorf(
         "kv_budget_exceeded",
-        "the request needs {} KV cells (prompt {} + max_tokens {}) but the server's KV budget is {} "
+        "the request needs {} KV cells (prompt {} + max_tokens {}{}) but the server's KV budget is {} "
         "tokens: lower max_tokens or shorten the prompt",
-        need, prompt_tokens, max_new_tokens, config_.kv_budget);
+        need + config_.state_cells, prompt_tokens, max_new_tokens,
+        recurrent() ? fmt::format(" + {} for its recurrent state", config_.state_cells) : "",
+        config_.kv_budget);
   }
   return {};
 }
@@ -53,7 +55,7 @@ void Scheduler::enqueue(RequestId id, std::vector<TokenId> prompt, int max_new_t
   s.n_prompt = static_cast<int>(prompt.size());
   s.tokens = std::move(prompt);
   s.max_new = max_new_tokens;
-  s.reserved = projected(s.n_prompt, max_new_tokens);
+  s.reserved = projected(s.n_prompt, max_new_tokens) + config_.state_cells;
   s.adapters = adapters;
   waiting_.push_back(std::move(s));
 }
@@ -82,9 +84,11 @@ bool Scheduler::try_admit(StepPlan& plan) {
 
   SeqId seq = -1;
   if (match.from_cache && match.length == static_cast<int>(match.cached->tokens.size())) {
-    // The whole cached sequence starts this prompt: take it over as it is.
+    // The whole cached sequence starts this prompt: take it over as it is
+    // (with its snapshots; its state, held as the cache's, is now the running reservation's).
     seq = match.cached->seq;
     cached_cells_ -= static_cast<int64_t>(match.cached->tokens.size());
+    s.snapshots = std::move(match.cached->snapshots);
     cache_.erase(match.cached);
   } else {
     const CachedPrefix* keep = match.from_cache ? &*match.cached : nullptr;
@@ -95,12 +99,14 @@ bool Scheduler::try_admit(StepPlan& plan) {
       if (match.from_cache) cache_.splice(cache_.begin(), cache_, match.cached);
     }
   }
-  // Cached prefixes give way to running requests, least recently used first.
-  while (reserved_ + s.reserved + cached_cells_ > config_.kv_budget && !cache_.empty()) {
-    evict(std::prev(cache_.end()));
-  }
-
   s.seq = seq;
+  // Cached prefixes give way to running requests, least recently used first;
+  // then the snapshots running sequences keep.
+  auto fits = [&] { return reserved_ + s.reserved + held_cells() <= config_.kv_budget; };
+  while (!fits() && !cache_.empty()) evict(std::prev(cache_.end()));
+  for (auto r = running_.begin(); !fits() && r != running_.end(); ++r) drop_snapshots(*r);
+  if (!fits()) drop_snapshots(s);
+
   s.n_computed = match.length;
   plan.admitted.push_back(Admission{s.id, seq, match.length});
   reserved_ += s.reserved;
@@ -109,12 +115,22 @@ bool Scheduler::try_admit(StepPlan& plan) {
   return true;
 }
 
+int Scheduler::usable_prefix(int n, int length, const std::vector<int>& snapshots) const {
+  if (!recurrent() || n == length) return n;
+  int best = 0;
+  for (int at : snapshots) {
+    if (at <= n) best = std::max(best, at);
+  }
+  return best;
+}
+
 Scheduler::PrefixMatch Scheduler::longest_prefix(const Sequence& incoming) {
   PrefixMatch best;
   const int cap = incoming.n_prompt - 1;  // the last prompt token is always computed, for its logits
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
     if (!(it->adapters == incoming.adapters)) continue;
-    int n = common_prefix(it->tokens, incoming.tokens, cap);
+    const int length = static_cast<int>(it->tokens.size());
+    int n = usable_prefix(common_prefix(it->tokens, incoming.tokens, cap), length, it->snapshots);
     bool whole = n == static_cast<int>(it->tokens.size());
     bool best_whole = best.from_cache && best.length == static_cast<int>(best.cached->tokens.size());
     if (n > best.length || (n == best.length && n > 0 && whole && !best_whole)) {
@@ -124,6 +140,7 @@ Scheduler::PrefixMatch Scheduler::longest_prefix(const Sequence& incoming) {
   for (const Sequence& r : running_) {
     if (!(r.adapters == incoming.adapters)) continue;
     int n = common_prefix(std::span(r.tokens).first(r.n_computed), incoming.tokens, cap);
+    n = usable_prefix(n, r.n_computed, r.snapshots);
     if (n > best.length) best = PrefixMatch{n, &r, {}, false};
   }
   return best;
@@ -133,8 +150,10 @@ int Scheduler::pending_shared_prefix(const Sequence& incoming) const {
   int best = 0;
   for (const Sequence& r : running_) {
     if (r.n_computed >= r.n_prompt || !(r.adapters == incoming.adapters)) continue;
-    best = std::max(
-        best, common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1));
+    int n = common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1);
+    // With a recurrent state, only what ends on a kept state can be reused.
+    if (recurrent()) n = config_.state_block > 0 ? n / config_.state_block * config_.state_block : 0;
+    best = std::max(best, n);
   }
   return best;
 }
@@ -158,7 +177,53 @@ void Scheduler::evict(std::list<CachedPrefix>::iterator it) {
   pending_ops_.push_back(KvOp{KvOp::Kind::kFree, it->seq, 0, 0});
   free_seqs_.push_back(it->seq);
   cached_cells_ -= static_cast<int64_t>(it->tokens.size());
+  n_snapshots_ -= static_cast<int>(it->snapshots.size());
   cache_.erase(it);
+}
+
+int Scheduler::chunk_size(const Sequence& s, int budget) const {
+  const int remaining = s.n_prompt - s.n_computed;
+  const int chunk = std::min(remaining, budget);
+  const int block = config_.state_block;
+  if (!recurrent() || block <= 0 || chunk == remaining) return chunk;
+  // End on a block boundary, where the state can be kept, unless that would
+  // give up more than half of the chunk.
+  const int cut = (s.n_computed + chunk) / block * block - s.n_computed;
+  return cut > 0 && 2 * cut >= chunk ? cut : chunk;
+}
+
+void Scheduler::plan_snapshot(StepPlan& plan, Sequence& s) {
+  const int at = s.n_computed;
+  if (!recurrent() || config_.state_block <= 0 || at % config_.state_block != 0 || at == 0) return;
+  if (std::find(s.snapshots.begin(), s.snapshots.end(), at) != s.snapshots.end()) return;
+  // Within the budget and the snapshot slots: older cached prefixes give way.
+  while (!cache_.empty() && (n_snapshots_ >= config_.max_snapshots ||
+                             reserved_ + held_cells() + config_.state_cells > config_.kv_budget)) {
+    evict(std::prev(cache_.end()));
+  }
+  if (n_snapshots_ >= config_.max_snapshots ||
+      reserved_ + held_cells() + config_.state_cells > config_.kv_budget) {
+    return;
+  }
+  s.snapshots.push_back(at);
+  ++n_snapshots_;
+  plan.snapshots.push_back(s.seq);
+}
+
+void Scheduler::drop_snapshots(Sequence& s) {
+  if (s.snapshots.empty()) return;
+  pending_ops_.push_back(KvOp{KvOp::Kind::kDropSnapshots, s.seq, 0, 0});
+  n_snapshots_ -= static_cast<int>(s.snapshots.size());
+  s.snapshots.clear();
+}
+
+void Scheduler::forget_snapshot(SeqId seq) {
+  for (Sequence& s : running_) {
+    if (s.seq == seq && !s.snapshots.empty()) {
+      s.snapshots.pop_back();
+      --n_snapshots_;
+    }
+  }
 }
 
 void Scheduler::add_rows(StepPlan& plan) {
@@ -190,13 +255,14 @@ void Scheduler::add_rows(StepPlan& plan) {
     int remaining = s.n_prompt - s.n_computed;
     if (remaining <= 0) continue;
     if (prefilled && (remaining > budget || int(plan.batch.rows.size()) + remaining > kSmallStep)) break;
-    int chunk = std::min(remaining, budget);
+    int chunk = chunk_size(s, budget);
     for (int i = 0; i < chunk; ++i) {
       int pos = s.n_computed + i;
       add_row(s, pos, pos == s.n_prompt - 1);
     }
     s.n_computed += chunk;
     budget -= chunk;
+    plan_snapshot(plan, s);
     if (plan.scheduled.empty() || plan.scheduled.back() != s.id) plan.scheduled.push_back(s.id);
     prefilled = true;
   }
@@ -222,21 +288,25 @@ void Scheduler::release(RequestId id, bool keep_prefix) {
   reserved_ -= r->reserved;
   if (keep_prefix && config_.prefix_cache && r->n_computed >= config_.min_prefix) {
     std::span<const TokenId> kv(r->tokens.data(), r->n_computed);
-    // A cached prefix this sequence extends is now redundant.
+    // A cached prefix this sequence extends is now redundant (with a
+    // recurrent state, only if this one keeps a state at its length).
     for (auto it = cache_.begin(); it != cache_.end();) {
       auto next = std::next(it);
+      const int length = static_cast<int>(it->tokens.size());
       if (it->adapters == r->adapters && it->tokens.size() <= kv.size() &&
-          std::equal(it->tokens.begin(), it->tokens.end(), kv.begin())) {
+          std::equal(it->tokens.begin(), it->tokens.end(), kv.begin()) &&
+          usable_prefix(length, r->n_computed, r->snapshots) == length) {
         evict(it);
       }
       it = next;
     }
     r->tokens.resize(r->n_computed);
     cached_cells_ += r->n_computed;
-    cache_.push_front(CachedPrefix{r->seq, std::move(r->tokens), r->adapters});
+    cache_.push_front(CachedPrefix{r->seq, std::move(r->tokens), r->adapters, std::move(r->snapshots)});
   } else {
     pending_ops_.push_back(KvOp{KvOp::Kind::kFree, r->seq, 0, 0});
     free_seqs_.push_back(r->seq);
+    n_snapshots_ -= static_cast<int>(r->snapshots.size());
   }
   running_.erase(r);
 }

@@ -7,6 +7,13 @@
 // starts a new request from the longest cached prefix it shares (waiting, if
 // need be, until a prompt being read that starts the same way is in KV).
 //
+// Hybrid models (qwen35) also keep a recurrent state per sequence, which
+// cannot be cut back to an arbitrary prefix: the budget counts each state
+// (and each snapshot) as state_cells cells; prompt chunks end on multiples of
+// state_block tokens where they can, and the state is kept there as a
+// snapshot; a new request starts from the longest prefix it shares that has a
+// state: a snapshot, or the whole of a sequence.
+//
 // It only decides: the plan it returns lists the KV edits to make and the
 // batch to run. It owns no model and no KV memory, and is tested alone.
 #pragma once
@@ -37,11 +44,17 @@ struct SchedulerConfig {
   // a prompt still being read waits for that prompt's KV instead of
   // computing the shared part again.
   int min_wait_gain = 32;
+  // Hybrid models: the cells one recurrent state costs in the budget (0: the
+  // model keeps none), the prompt block at whose ends states are snapshotted,
+  // and the most snapshots held at once.
+  int64_t state_cells = 0;
+  int state_block = 256;
+  int max_snapshots = 0;
 };
 
 // A KV edit the executor makes before the step's batch, in list order.
 struct KvOp {
-  enum class Kind { kFree, kCopyPrefix, kTruncate };
+  enum class Kind { kFree, kCopyPrefix, kTruncate, kDropSnapshots };
   Kind kind = Kind::kFree;
   SeqId seq = 0;     // the sequence freed or truncated, or the copy's destination
   SeqId src = 0;     // kCopyPrefix: the source
@@ -62,6 +75,7 @@ struct StepPlan {
   Batch batch;
   std::vector<RequestId> samplers;   // the request that samples each logits row, in row order
   std::vector<RequestId> scheduled;  // every request with rows in the batch
+  std::vector<SeqId> snapshots;      // after the batch: keep these sequences' states as snapshots
 
   bool empty() const { return kv_ops.empty() && batch.size() == 0; }
 };
@@ -93,6 +107,9 @@ class Scheduler {
   // Drops cached prefixes whose adapters match (e.g. an adapter slot unmounted).
   void drop_cached_if(const std::function<bool(const AdapterRoute&)>& pred);
 
+  // A snapshot the plan asked for was not taken: forget it.
+  void forget_snapshot(SeqId seq);
+
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !pending_ops_.empty(); }
   bool is_waiting(RequestId id) const;
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
@@ -103,6 +120,9 @@ class Scheduler {
   int64_t cached_tokens() const;
   int64_t reserved_tokens() const { return reserved_; }  // projected KV of running requests
   int64_t pending_prompt_tokens() const;                 // prompt tokens not yet in KV
+  // Hybrid models: recurrent states held (running and cached sequences) and snapshots.
+  int n_states() const { return config_.state_cells > 0 ? n_running() + n_cached() : 0; }
+  int n_snapshots() const { return n_snapshots_; }
   // Calls fn with the adapters of every waiting and running request.
   void for_each_route(const std::function<void(const AdapterRoute&)>& fn) const;
 
@@ -114,13 +134,15 @@ class Scheduler {
     int n_prompt = 0;
     int n_computed = 0;  // tokens[0 .. n_computed) are in KV
     int max_new = 0;
-    int64_t reserved = 0;  // projected KV cells
+    int64_t reserved = 0;  // projected KV cells (and its recurrent state's)
     AdapterRoute adapters;
+    std::vector<int> snapshots;  // hybrid models: lengths at which its state is kept
   };
   struct CachedPrefix {
     SeqId seq = -1;
     std::vector<TokenId> tokens;  // exactly what its KV holds
     AdapterRoute adapters;
+    std::vector<int> snapshots;
   };
   struct PrefixMatch {
     int length = 0;
@@ -130,6 +152,18 @@ class Scheduler {
   };
 
   int64_t projected(int prompt_tokens, int max_new) const;
+  bool recurrent() const { return config_.state_cells > 0; }
+  // Cells held beyond the running reservations: cached prefixes and every state kept for reuse.
+  int64_t held_cells() const {
+    return cached_cells_ + config_.state_cells * (int64_t(cache_.size()) + n_snapshots_);
+  }
+  // The longest usable prefix of n shared tokens of a sequence of `length`
+  // with these snapshots: all n without a recurrent state; with one, n if it
+  // is the whole sequence, else the longest snapshot within n.
+  int usable_prefix(int n, int length, const std::vector<int>& snapshots) const;
+  int chunk_size(const Sequence& s, int budget) const;
+  void plan_snapshot(StepPlan& plan, Sequence& s);
+  void drop_snapshots(Sequence& s);
   bool try_admit(StepPlan& plan);
   PrefixMatch longest_prefix(const Sequence& incoming);
   int pending_shared_prefix(const Sequence& incoming) const;
@@ -145,6 +179,7 @@ class Scheduler {
   std::vector<KvOp> pending_ops_;  // frees decided between steps
   int64_t reserved_ = 0;           // sum of running reservations
   int64_t cached_cells_ = 0;
+  int n_snapshots_ = 0;  // over running and cached sequences
 };
 
 }  // namespace graft

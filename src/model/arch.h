@@ -1,15 +1,21 @@
 // The architectures graft can run: one registry line each (registry.cpp),
-// one file per family for the graph (llama.cpp, qwen.cpp).
+// one file per family for the graph (llama.cpp, qwen.cpp, qwen35.cpp).
 #pragma once
 
 #include <string>
 
 #include <ggml.h>
 
+#include "util/result.h"
+
 namespace graft {
 
 class Model;
+class GgufFile;
+class WeightsLoader;
 struct GraphContext;
+struct ModelConfig;
+struct LayerWeights;
 
 struct Architecture {
   const char* name;                                            // general.architecture
@@ -17,6 +23,11 @@ struct Architecture {
   bool qkv_bias;                                               // q, k, v carry biases
   bool qk_norm;                                                // RMS norm on each q and k head
   ggml_tensor* (*build)(GraphContext& g, const Model& model);  // returns the logits
+  // Optional, for families beyond the llama-shaped block (null: none).
+  // Reads the family's own hyperparameters after the common ones.
+  Status (*read_config)(const GgufFile& f, ModelConfig& c) = nullptr;
+  // Loads one layer's weights instead of the llama-shaped block's.
+  Status (*load_layer)(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w) = nullptr;
 };
 
 // The entry for `name`, or null.
@@ -27,5 +38,8 @@ std::string supported_architectures();
 // Graph builders, one per family file.
 ggml_tensor* build_llama(GraphContext& g, const Model& model);
 ggml_tensor* build_qwen(GraphContext& g, const Model& model);
+ggml_tensor* build_qwen35(GraphContext& g, const Model& model);
+Status read_qwen35_config(const GgufFile& f, ModelConfig& c);
+Status load_qwen35_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
 
 }  // namespace graft

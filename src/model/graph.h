@@ -1,6 +1,7 @@
 // GraphContext: what an architecture's graph builder gets for one batch —
 // the ggml context and graph to append to, the batch's input tensors, the KV
-// cache tensors to store into and attend over, and the per-row LoRA routing.
+// cache tensors to store into and attend over (and the recurrent states of
+// hybrid models), and the per-row LoRA routing.
 // The engine (engine/forward.cpp) creates the inputs and fills them.
 #pragma once
 
@@ -73,6 +74,28 @@ struct TrainingInputs {
   }
 };
 
+// The recurrent state of hybrid models (qwen35) as the graph sees it. Each
+// linear-attention layer keeps, per state slot, a convolution state
+// ([conv_kernel - 1, conv channels]) and a delta-rule state ([head_dim,
+// head_dim, n_v_heads]), as rows of two F32 tensors. The rows of a batch come
+// in groups: a group is n_seqs sequences of n_tokens consecutive rows each,
+// reading and writing the state slots `slots` names. Each sequence appears in
+// one group only.
+struct RecurrentInputs {
+  struct Layer {
+    ggml_tensor* conv = nullptr;   // F32 [conv_state_size, n_slots]; null for attention layers
+    ggml_tensor* delta = nullptr;  // F32 [delta_state_size, n_slots]
+  };
+  struct Group {
+    int row_begin = 0;
+    int n_seqs = 0;
+    int n_tokens = 0;
+    ggml_tensor* slots = nullptr;  // I32 [n_seqs]
+  };
+  std::vector<Layer> layers;
+  std::vector<Group> groups;  // cover the rows in order
+};
+
 struct GraphContext {
   ggml_context* ctx = nullptr;
   ggml_cgraph* graph = nullptr;
@@ -81,6 +104,7 @@ struct GraphContext {
   ggml_tensor* positions = nullptr;  // I32 [n_rows]
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
+  RecurrentInputs recurrent;  // hybrid models only
   const LoraInputs* lora = nullptr;          // null: no row uses an adapter
   const TrainingInputs* training = nullptr;  // set: a training graph (attention is unused)
   // Part of the model to build: layers [layer_begin, layer_end) (-1: to the

@@ -25,8 +25,35 @@ const char* lora_target_name(LoraTarget target) {
       return "ffn_up";
     case LoraTarget::ffn_down:
       return "ffn_down";
+    case LoraTarget::attn_qkv:
+      return "attn_qkv";
+    case LoraTarget::attn_gate:
+      return "attn_gate";
+    case LoraTarget::ssm_alpha:
+      return "ssm_alpha";
+    case LoraTarget::ssm_beta:
+      return "ssm_beta";
+    case LoraTarget::ssm_out:
+      return "ssm_out";
   }
   return "?";
+}
+
+bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target) {
+  switch (target) {
+    case LoraTarget::ffn_gate:
+    case LoraTarget::ffn_up:
+    case LoraTarget::ffn_down:
+      return true;
+    case LoraTarget::attn_qkv:
+    case LoraTarget::attn_gate:
+    case LoraTarget::ssm_alpha:
+    case LoraTarget::ssm_beta:
+    case LoraTarget::ssm_out:
+      return config.is_recurrent(layer);
+    default:
+      return !config.is_recurrent(layer);
+  }
 }
 
 int lora_n_in(const ModelConfig& config, LoraTarget target) {
@@ -35,6 +62,8 @@ int lora_n_in(const ModelConfig& config, LoraTarget target) {
       return config.n_embd_q();
     case LoraTarget::ffn_down:
       return config.n_ff;
+    case LoraTarget::ssm_out:
+      return config.ssm.inner;
     default:
       return config.n_embd;
   }
@@ -43,13 +72,20 @@ int lora_n_in(const ModelConfig& config, LoraTarget target) {
 int lora_n_out(const ModelConfig& config, LoraTarget target) {
   switch (target) {
     case LoraTarget::attn_q:
-      return config.n_embd_q();
+      return config.n_embd_q_proj();
     case LoraTarget::attn_k:
     case LoraTarget::attn_v:
       return config.n_embd_kv();
     case LoraTarget::ffn_gate:
     case LoraTarget::ffn_up:
       return config.n_ff;
+    case LoraTarget::attn_qkv:
+      return int(config.ssm.conv_dim());
+    case LoraTarget::attn_gate:
+      return config.ssm.inner;
+    case LoraTarget::ssm_alpha:
+    case LoraTarget::ssm_beta:
+      return config.ssm.n_v_heads;
     default:
       return config.n_embd;
   }
@@ -129,6 +165,10 @@ Status LoraSet::check(const LoraWeights& weights) const {
     if (p.layer < 0 || p.layer >= config_->n_layer) {
       return errorf("invalid_adapter", "LoRA pair for layer {} ({}): the model has {} layers", p.layer, name,
                     config_->n_layer);
+    }
+    if (!lora_target_exists(*config_, p.layer, p.target)) {
+      return errorf("invalid_adapter", "LoRA pair blk.{}.{}: layer {} of the model has no {}", p.layer, name,
+                    p.layer, name);
     }
     if (p.rank <= 0)
       return errorf("invalid_adapter", "LoRA pair blk.{}.{}: rank must be positive", p.layer, name);

@@ -26,10 +26,27 @@ namespace graft {
 struct ModelConfig;
 class LoraStacks;
 
-enum class LoraTarget { attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down };
-constexpr int kLoraTargetCount = 7;
+// The last five are the projections of qwen35's linear-attention layers.
+enum class LoraTarget {
+  attn_q,
+  attn_k,
+  attn_v,
+  attn_output,
+  ffn_gate,
+  ffn_up,
+  ffn_down,
+  attn_qkv,
+  attn_gate,
+  ssm_alpha,
+  ssm_beta,
+  ssm_out,
+};
+constexpr int kLoraTargetCount = 12;
 // "attn_q", "ffn_down", ... (the GGUF tensor name stems).
 const char* lora_target_name(LoraTarget target);
+// Whether the model's layer has this projection (a qwen35 layer has either
+// the attention or the linear-attention ones).
+bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target);
 // Columns (n_in) and rows (n_out) of the model's weight that the target adapts.
 int lora_n_in(const ModelConfig& config, LoraTarget target);
 int lora_n_out(const ModelConfig& config, LoraTarget target);

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -54,7 +55,8 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   RopeConfig& r = c.rope;
   r.mode = arch.rope_mode;
   r.n_rot = int(f.find_int(a + "rope.dimension_count").value_or(c.head_dim));
-  if (r.n_rot != c.head_dim) {
+  // (A family with its own config reader checks partial rope itself.)
+  if (r.n_rot != c.head_dim && !arch.read_config) {
     return errorf("invalid_model", "{}: partial rope ({} of {} dims) is not supported", f.path(), r.n_rot,
                   c.head_dim);
   }
@@ -72,6 +74,7 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   r.n_ctx_orig = int(f.find_int(a + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
   c.qkv_bias = arch.qkv_bias;
   c.qk_norm = arch.qk_norm;
+  if (arch.read_config) GRAFT_TRY_STATUS(arch.read_config(f, c));
   return c;
 }
 
@@ -105,6 +108,15 @@ Model::Model(GgufFile gguf, MappedFile file, const ModelLoadOptions&)
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
+  return open(path, options, /*layout_only=*/false);
+}
+
+Result<std::unique_ptr<Model>> Model::load_layout(const std::string& path, const ModelLoadOptions& options) {
+  return open(path, options, /*layout_only=*/true);
+}
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& path, const ModelLoadOptions& options,
+                                           bool layout_only) {
   const auto start = std::chrono::steady_clock::now();
   route_ggml_log();
   GRAFT_TRY(GgufFile gguf, GgufFile::open(path));
@@ -116,17 +128,20 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelL
                   supported_architectures());
   }
   GRAFT_TRY(ModelConfig config, read_config(gguf, *arch));
-  GRAFT_TRY(MappedFile file, MappedFile::open(path));
+  MappedFile file;
+  if (!layout_only) {
+    GRAFT_TRY(file, MappedFile::open(path));
+  }
   std::unique_ptr<Model> model(new Model(std::move(gguf), std::move(file), options));
   model->config_ = std::move(config);
   model->arch_ = arch;
-  GRAFT_TRY_STATUS(model->load_weights(options));
+  GRAFT_TRY_STATUS(model->load_weights(options, layout_only));
   model->lora_.init(model->config_);
   model->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
 
-Status Model::load_weights(const ModelLoadOptions& options) {
+Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
   WeightsLoader loader(gguf_, file_, config_, options.repack);
   ModelConfig& c = config_;
   const int64_t n_embd = c.n_embd, n_q = c.n_embd_q(), n_kv = c.n_embd_kv(), n_ff = c.n_ff;
@@ -147,6 +162,10 @@ Status Model::load_weights(const ModelLoadOptions& options) {
   weights_.layers.resize(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
     LayerWeights& l = weights_.layers[size_t(il)];
+    if (arch_->load_layer) {
+      GRAFT_TRY_STATUS(arch_->load_layer(loader, c, il, l));
+      continue;
+    }
     const std::string p = "blk." + std::to_string(il) + ".";
     GRAFT_TRY(l.attn_norm, loader.vector(p + "attn_norm.weight", n_embd));
     GRAFT_TRY(l.wq, loader.matrix(p + "attn_q.weight", {n_embd, n_q}));
@@ -167,12 +186,20 @@ Status Model::load_weights(const ModelLoadOptions& options) {
     GRAFT_TRY(l.ffn_up, loader.matrix(p + "ffn_up.weight", {n_embd, n_ff}));
     GRAFT_TRY(l.ffn_down, loader.matrix(p + "ffn_down.weight", {n_ff, n_embd}));
   }
-  GRAFT_TRY(LoadedWeights loaded, loader.finish());
+  GRAFT_TRY(LoadedWeights loaded, layout_only ? loader.finish_layout() : loader.finish());
   tensor_ctx_ = std::move(loaded.ctx);
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;
   return {};
+}
+
+bool ModelConfig::has_recurrent_layers() const {
+  return n_recurrent_layers() > 0;
+}
+
+int ModelConfig::n_recurrent_layers() const {
+  return int(std::count(recurrent.begin(), recurrent.end(), true));
 }
 
 ggml_tensor* Model::build_graph(GraphContext& g) const {

@@ -30,6 +30,24 @@ struct RopeConfig {
   std::string scaling;      // "", "linear" or "llama3" (per-dimension factors in rope_freqs.weight)
 };
 
+// The gated delta net of a linear-attention layer (qwen35): a short causal
+// convolution over the q, k, v projection, then the gated delta rule with a
+// state of head_dim x head_dim per value head.
+struct SsmConfig {
+  int conv_kernel = 0;  // ssm.conv_kernel: taps of the causal convolution
+  int head_dim = 0;     // ssm.state_size: width of each k (and v) head
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int inner = 0;        // ssm.inner_size: n_v_heads * head_dim
+
+  int64_t key_dim() const { return int64_t(head_dim) * n_k_heads; }
+  int64_t value_dim() const { return inner; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of the convolution
+  // Floats of one sequence's state in one layer.
+  int64_t conv_state_size() const { return int64_t(conv_kernel - 1) * conv_dim(); }
+  int64_t delta_state_size() const { return int64_t(head_dim) * head_dim * n_v_heads; }
+};
+
 struct ModelConfig {
   std::string arch;  // general.architecture
   std::string name;  // general.name
@@ -46,9 +64,22 @@ struct ModelConfig {
   bool tied_output = false;  // no output.weight: the token embedding is reused
   bool qkv_bias = false;     // qwen2: biases on q, k, v
   bool qk_norm = false;      // qwen3: RMS norms on each q and k head
+  // qwen35: the q projection also yields a sigmoid gate on each head's
+  // attention output (per head: head_dim q values, then head_dim gate values).
+  bool attn_gate = false;
+  // Hybrid models (qwen35): the layers that are gated delta-net (linear
+  // attention) layers, with a recurrent state per sequence, instead of
+  // attention over the KV cache. Empty: none.
+  std::vector<bool> recurrent;
+  SsmConfig ssm;
 
   int n_embd_q() const { return n_head * head_dim; }
   int n_embd_kv() const { return n_head_kv * head_dim; }
+  // Output width of the q projection (q and, with attn_gate, the gate).
+  int n_embd_q_proj() const { return n_embd_q() * (attn_gate ? 2 : 1); }
+  bool is_recurrent(int layer) const { return layer < int(recurrent.size()) && recurrent[size_t(layer)]; }
+  bool has_recurrent_layers() const;
+  int n_recurrent_layers() const;
 };
 
 struct ModelLoadOptions {
@@ -73,6 +104,17 @@ struct LayerWeights {
   ggml_tensor* ffn_gate = nullptr;
   ggml_tensor* ffn_up = nullptr;
   ggml_tensor* ffn_down = nullptr;
+  // (qwen35 names ffn_norm post_attention_norm.)
+  // Linear-attention (gated delta-net) layers:
+  ggml_tensor* ssm_qkv = nullptr;    // attn_qkv: x -> the convolution's channels (q, k, v)
+  ggml_tensor* ssm_gate = nullptr;   // attn_gate: x -> z, the output gate
+  ggml_tensor* ssm_conv = nullptr;   // ssm_conv1d: [conv_kernel, conv_dim]
+  ggml_tensor* ssm_dt = nullptr;     // ssm_dt.bias: [n_v_heads]
+  ggml_tensor* ssm_a = nullptr;      // ssm_a: -exp(A_log) [n_v_heads]
+  ggml_tensor* ssm_alpha = nullptr;  // x -> the decay's input [n_v_heads]
+  ggml_tensor* ssm_beta = nullptr;   // x -> the write strength's input [n_v_heads]
+  ggml_tensor* ssm_norm = nullptr;   // RMS norm weight of each output head [head_dim]
+  ggml_tensor* ssm_out = nullptr;    // [inner, n_embd]
 };
 
 struct ModelWeights {
@@ -91,6 +133,12 @@ class Model {
   // Loads a GGUF model. Errors name the file and the missing key or tensor,
   // the wrong shape, or the unsupported architecture or tensor type.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& options = {});
+  // The same model's config and weight tensors (shapes, types, mapped or
+  // repacked) without reading or mapping any weight data: for building
+  // graphs to measure (fit/), never to compute. weight_bytes() and
+  // repacked_bytes() are what load() would report.
+  static Result<std::unique_ptr<Model>> load_layout(const std::string& path,
+                                                    const ModelLoadOptions& options = {});
 
   ~Model();
   Model(const Model&) = delete;
@@ -117,7 +165,9 @@ class Model {
 
  private:
   Model(GgufFile gguf, MappedFile file, const ModelLoadOptions& options);
-  Status load_weights(const ModelLoadOptions& options);
+  static Result<std::unique_ptr<Model>> open(const std::string& path, const ModelLoadOptions& options,
+                                             bool layout_only);
+  Status load_weights(const ModelLoadOptions& options, bool layout_only);
 
   GgufFile gguf_;
   MappedFile file_;

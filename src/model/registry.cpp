@@ -8,6 +8,8 @@ constexpr Architecture kArchitectures[] = {
     {"llama", GGML_ROPE_TYPE_NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false, build_llama},
     {"qwen2", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/true, /*qk_norm=*/false, build_qwen},
     {"qwen3", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_qwen},
+    {"qwen35", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_qwen35, read_qwen35_config,
+     load_qwen35_layer},
 };
 
 }  // namespace

@@ -115,6 +115,17 @@ Result<ggml_tensor*> WeightsLoader::vector(const std::string& name, int64_t n) {
   return t;
 }
 
+Result<ggml_tensor*> WeightsLoader::f32_matrix(const std::string& name, std::array<int64_t, 2> ne) {
+  GRAFT_TRY(const GgufTensorInfo* info, find(name, 2, ne.data()));
+  if (info->type != GGML_TYPE_F32) {
+    return errorf("unsupported_model", "{}: tensor '{}' has type {}, expected f32", gguf_.path(), name,
+                  ggml_type_name(info->type));
+  }
+  ggml_tensor* t = create(*info, name);
+  entries_.push_back({t, info->offset, info->size, false});
+  return t;
+}
+
 Result<LoadedWeights> WeightsLoader::finish() {
   LoadedWeights out;
   uint8_t* base = const_cast<uint8_t*>(file_.data());
@@ -167,6 +178,34 @@ Result<LoadedWeights> WeightsLoader::finish() {
     }
     out.buffers.push_back(std::move(packed));
   }
+  out.ctx = std::move(ctx_);
+  return out;
+}
+
+Result<LoadedWeights> WeightsLoader::finish_layout() {
+  LoadedWeights out;
+  // A zero-size buffer marks the in-place tensors as placed. Repacked ones
+  // need a real (tiny) buffer of the repack type: its init_tensor tags them
+  // with their repacked layout, which the graph builders look at.
+  ggml_backend_buffer_ptr mapped(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0));
+  if (!mapped) return errorf("out_of_memory", "{}: cannot create a CPU buffer", gguf_.path());
+  ggml_backend_buffer_ptr packed;
+  for (const Entry& e : entries_) {
+    out.weight_bytes += e.size;
+    if (!e.repack) {
+      e.tensor->buffer = mapped.get();
+      continue;
+    }
+    if (!packed) {
+      packed.reset(ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_)));
+      if (!packed) return errorf("out_of_memory", "{}: cannot create a repack buffer", gguf_.path());
+    }
+    e.tensor->buffer = packed.get();
+    ggml_backend_buffer_init_tensor(packed.get(), e.tensor);
+    out.repacked_bytes += e.size;
+  }
+  out.buffers.push_back(std::move(mapped));
+  if (packed) out.buffers.push_back(std::move(packed));
   out.ctx = std::move(ctx_);
   return out;
 }

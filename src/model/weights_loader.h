@@ -41,10 +41,16 @@ class WeightsLoader {
   Result<ggml_tensor*> matrix_copy_of(ggml_tensor* source, const std::string& name);
   // An F32 vector (norm weights, biases, rope factors).
   Result<ggml_tensor*> vector(const std::string& name, int64_t n);
+  // An F32 matrix used element by element (a convolution kernel).
+  Result<ggml_tensor*> f32_matrix(const std::string& name, std::array<int64_t, 2> ne);
 
   // Allocates and fills everything; the loader gives up ownership. Errors:
   // "out_of_memory" (the repacked copies), "io_error" (placing a tensor).
   Result<LoadedWeights> finish();
+  // Gives every tensor a buffer of the kind finish() would (mapped or
+  // repacked) but no memory and no data: a model to build graphs with and
+  // measure, not to compute. The file need not be mapped.
+  Result<LoadedWeights> finish_layout();
 
  private:
   struct Entry {

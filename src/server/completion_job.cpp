@@ -43,6 +43,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   CompletionJob(ServerContext& context, OpenAiRequest request, std::string prompt_text,
                 std::shared_ptr<Exchange> exchange)
       : model_(context.model),
+        sink_hooks_(context.sink_hooks),
         request_(std::move(request)),
         prompt_text_(std::move(prompt_text)),
         exchange_(std::move(exchange)),
@@ -63,6 +64,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     EventSink sink = [self, exchange](GenerationEvent&& event) {
       exchange->post([self, e = std::move(event)]() mutable { self->on_event(std::move(e)); });
     };
+    for (const SinkHook& hook : sink_hooks_) sink = hook(std::move(sink));
     auto id = model_.engine().submit(request_.generation, std::move(sink));
     if (!id) {
       const Error& error = id.error();
@@ -248,6 +250,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
 
   ServedModel& model_;
+  const std::vector<SinkHook>& sink_hooks_;
   OpenAiRequest request_;
   std::string prompt_text_;
   std::shared_ptr<Exchange> exchange_;

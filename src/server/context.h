@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/http.h"
+#include "server/metrics.h"
 #include "server/openai_params.h"
 #include "server/served_model.h"
 
@@ -21,6 +22,11 @@ using RequestHook =
     std::function<std::optional<ApiError>(const RequestJson& body, GenerationRequest& request)>;
 // Adds fields to the /health or /stats answer.
 using StatusHook = std::function<void(json& body)>;
+// Wraps the engine event sink of each completion request (e.g. /metrics
+// times its tokens). Called on the HTTP thread; the sink runs on the engine thread.
+using SinkHook = std::function<EventSink(EventSink sink)>;
+// Adds metric families to the /metrics answer (e.g. adapters, training jobs).
+using MetricsHook = std::function<void(PromText& metrics)>;
 
 struct ServerContext {
   explicit ServerContext(ServedModel& m) : model(m) {}
@@ -28,6 +34,8 @@ struct ServerContext {
   std::vector<RequestHook> request_hooks;
   std::vector<StatusHook> health_hooks;
   std::vector<StatusHook> stats_hooks;
+  std::vector<SinkHook> sink_hooks;
+  std::vector<MetricsHook> metrics_hooks;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 

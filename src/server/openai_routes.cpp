@@ -6,6 +6,7 @@
 
 #include "server/completion_job.h"
 #include "server/server.h"
+#include "server/static_web.h"
 
 namespace graft::server {
 
@@ -116,6 +117,7 @@ void health(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
   EngineStats stats = context.model.engine().stats();
   json body = {{"status", "ok"},
                {"model", context.model.id()},
+               {"version", GRAFT_VERSION},
                {"uptime_s", uptime_seconds(context)},
                {"requests_running", stats.running},
                {"requests_waiting", stats.waiting}};
@@ -126,6 +128,7 @@ void health(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exch
 void stats(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {
   EngineStats s = context.model.engine().stats();
   json body = {{"model", context.model.id()},
+               {"version", GRAFT_VERSION},
                {"uptime_s", uptime_seconds(context)},
                {"requests",
                 {{"submitted", s.requests_submitted},
@@ -147,7 +150,10 @@ void stats(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> excha
                  {"kv_bytes", s.kv_bytes},
                  {"kv_reserved_tokens", s.kv_reserved_tokens},
                  {"kv_budget_tokens", s.kv_budget_tokens},
-                 {"kv_budget_bytes", s.kv_budget_bytes}}},
+                 {"kv_budget_bytes", s.kv_budget_bytes},
+                 {"state_bytes", s.state_bytes},
+                 {"state_bytes_per_sequence", s.state_bytes_per_sequence},
+                 {"state_snapshots", s.state_snapshots}}},
                {"prefix_cache",
                 {{"entries", s.prefix_cache_entries},
                  {"tokens", s.prefix_cache_tokens},
@@ -181,6 +187,7 @@ Server::Server(ServedModel& model, ServerOptions options)
     : options_(std::move(options)), context_(model), router_(std::make_shared<Router>()) {
   router_->set_api_key(options_.api_key);
   add_openai_routes(*router_, context_);
+  add_web_routes(*router_);
 }
 
 Server::~Server() {

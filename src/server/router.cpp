@@ -67,7 +67,9 @@ std::vector<std::string> split_path(const std::string& path) {
 }
 
 void Router::add(std::string method, std::string pattern, Handler handler, RouteOptions options) {
-  routes_.push_back(Route{std::move(method), split_path(pattern), std::move(handler), options});
+  std::vector<std::string> segments = split_path(pattern);
+  routes_.push_back(
+      Route{std::move(pattern), std::move(method), std::move(segments), std::move(handler), options});
 }
 
 bool Router::match(const Route& route, const std::vector<std::string>& path,
@@ -109,16 +111,22 @@ void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) 
   }
   const std::vector<std::string> path = split_path(request.path);
   const Route* found = nullptr;
+  const Route* path_match = nullptr;
   bool path_known = false;
   for (const Route& route : routes_) {
     std::map<std::string, std::string> params;
     if (!match(route, path, params)) continue;
     path_known = true;
+    if (!path_match) path_match = &route;
     if (route.method == request.method || (route.method == "GET" && request.method == "HEAD")) {
       found = &route;
       request.params = std::move(params);
       break;
     }
+  }
+  if (observer_) {
+    const Route* named = found ? found : path_match;
+    exchange = observer_(request, named ? named->pattern : std::string(), std::move(exchange));
   }
   if (!found) {
     ApiError error;

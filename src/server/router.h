@@ -24,11 +24,18 @@ class Router {
   void add(std::string method, std::string pattern, Handler handler, RouteOptions options = {});
   // Requests to non-public routes must carry "Authorization: Bearer <key>" ("" = no key).
   void set_api_key(std::string key) { api_key_ = std::move(key); }
+  // Sees every request first, with the pattern of the route its path
+  // matched ("" when none did), and may wrap its exchange (e.g. to count
+  // answers by route and status for /metrics).
+  using Observer = std::function<std::shared_ptr<Exchange>(
+      const HttpRequest& request, const std::string& route, std::shared_ptr<Exchange> exchange)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   void dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const;
 
  private:
   struct Route {
+    std::string pattern;
     std::string method;
     std::vector<std::string> segments;
     Handler handler;
@@ -40,6 +47,7 @@ class Router {
 
   std::vector<Route> routes_;
   std::string api_key_;
+  Observer observer_;
 };
 
 // Splits "/a/b/" into {"a", "b"} (percent-decoding each segment).

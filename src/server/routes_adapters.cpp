@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -68,14 +69,30 @@ json available_json(const AvailableAdapter& a, const Compatibility& c, bool load
     j["format"] = std::string(format_name(a.description->format));
     j["rank"] = a.description->scaling.rank;
     j["scale"] = a.description->scaling.scale();
+    json targets = json::array();
+    for (LoraTarget t : a.description->targets()) targets.push_back(std::string(peft_target_name(t)));
+    j["targets"] = targets;
+    j["size_bytes"] = a.description->size_bytes;
   } else {
-    j["format"] = j["rank"] = j["scale"] = nullptr;
+    j["format"] = j["rank"] = j["scale"] = j["targets"] = j["size_bytes"] = nullptr;
   }
   j["compatible"] = c.compatible;
   if (!c.compatible) j["reason"] = c.reason;
   j["loaded"] = loaded;
   j["created"] = a.metadata && !a.metadata->created.empty() ? json(a.metadata->created) : json(nullptr);
   j["task"] = a.metadata && !a.metadata->task.empty() ? json(a.metadata->task) : json(nullptr);
+  j["dataset"] = a.metadata && !a.metadata->dataset.empty() ? json(a.metadata->dataset) : json(nullptr);
+  // The final losses graft train records in graft_adapter.json ("training").
+  j["train_loss"] = j["valid_loss"] = nullptr;
+  if (a.metadata && a.metadata->extra.contains("training") && a.metadata->extra["training"].is_object()) {
+    const json& training = a.metadata->extra["training"];
+    if (training.contains("train_loss") && training["train_loss"].is_number()) {
+      j["train_loss"] = training["train_loss"];
+    }
+    if (training.contains("val_loss") && training["val_loss"].is_number()) {
+      j["valid_loss"] = training["val_loss"];
+    }
+  }
   return j;
 }
 
@@ -124,11 +141,25 @@ struct AdapterService::Worker {
   }
 };
 
+struct AdapterService::Counters {
+  std::mutex mutex;
+  struct PerAdapter {
+    uint64_t loads = 0, unloads = 0, requests = 0;
+  };
+  std::map<std::string, PerAdapter> by_id;
+  template <typename F>
+  void add(const std::string& id, F field) {
+    std::lock_guard lock(mutex);
+    field(by_id[id])++;
+  }
+};
+
 AdapterService::AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base)
     : model_(model),
       options_(std::move(options)),
       store_(AdapterStore::with_user_store({options_.adapter_dirs.begin(), options_.adapter_dirs.end()})),
       mounted_(std::make_unique<MountedAdapters>(std::move(base))),
+      counters_(std::make_unique<Counters>()),
       worker_(std::make_unique<Worker>()) {}
 
 AdapterService::~AdapterService() {
@@ -144,6 +175,9 @@ Result<std::unique_ptr<AdapterService>> AdapterService::create(ServedModel& mode
     auto forced = force_adapter(service->options_.force, service->store_, *service->mounted_,
                                 [&](const LoraWeights& w) { return service->mount(w); });
     if (!forced) return errorf(forced.error().code, "--force-adapter: {}", forced.error().message);
+    for (const AdapterChoice& c : forced->stack)
+      service->counters_->add(
+          c.id, [](auto& a) -> auto& { return a.loads; });
     GRAFT_LOG_INFO("every request uses adapter {} unless it asks otherwise", forced->to_string());
   }
   return service;
@@ -272,6 +306,8 @@ void AdapterService::install(Server& server) {
       }
       auto loaded = self->mounted_->load(*adapter, [self](const LoraWeights& w) { return self->mount(w); });
       if (!loaded) return exchange->send_error(api_error(loaded.error(), param));
+      self->counters_->add(
+          loaded->id, [](auto& a) -> auto& { return a.loads; });
       exchange->send_json(200, loaded_json(*loaded, self->mounted_->default_selection()));
     });
   });
@@ -281,6 +317,8 @@ void AdapterService::install(Server& server) {
     self->worker_->post([self, exchange, id] {
       Status status = self->mounted_->unload(id, [self](int slot) { return self->unmount(slot); });
       if (!status) return exchange->send_error(api_error(status.error(), "id"));
+      self->counters_->add(
+          id, [](auto& a) -> auto& { return a.unloads; });
       exchange->send_json(200, json{{"id", id}, {"object", "adapter"}, {"deleted", true}});
     });
   });
@@ -299,6 +337,10 @@ void AdapterService::install(Server& server) {
         auto lease = self->mounted_->select(spec ? std::optional<std::string_view>(*spec) : std::nullopt);
         if (!lease) return self->explain_selection_error(spec.value_or(""), lease.error());
         request.adapters = lease->route();
+        for (const AdapterChoice& c : lease->selection().stack) {
+          self->counters_->add(
+              c.id, [](auto& a) -> auto& { return a.requests; });
+        }
         if (!request.adapters.empty()) {
           request.keep_alive = std::make_shared<AdapterLease>(std::move(lease).value());
         }
@@ -308,6 +350,18 @@ void AdapterService::install(Server& server) {
   server.add_health_hook([self](json& body) {
     body["adapter"] = self->mounted_->default_selection().to_string();
     body["adapters_loaded"] = self->mounted_->list().size();
+  });
+  server.add_metrics_hook([self](PromText& m) {
+    m.gauge("graft_adapters_loaded", "Adapters mounted now.", double(self->mounted_->list().size()));
+    std::lock_guard lock(self->counters_->mutex);
+    for (const auto& [id, n] : self->counters_->by_id) {
+      m.counter("graft_adapter_loads_total", "Adapter loads, by adapter.", double(n.loads),
+                {{"adapter", id}});
+      m.counter("graft_adapter_unloads_total", "Adapter unloads, by adapter.", double(n.unloads),
+                {{"adapter", id}});
+      m.counter("graft_adapter_requests_total", "Requests that selected the adapter, by adapter.",
+                double(n.requests), {{"adapter", id}});
+    }
   });
   server.add_stats_hook([self](json& body) {
     const AdapterSelection selection = self->mounted_->default_selection();

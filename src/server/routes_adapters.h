@@ -36,7 +36,7 @@ class AdapterService {
   AdapterService(const AdapterService&) = delete;
   AdapterService& operator=(const AdapterService&) = delete;
 
-  // Adds the routes, the request hook and the /health and /stats hooks.
+  // Adds the routes, the request hook and the /health, /stats and /metrics hooks.
   void install(Server& server);
 
   const AdapterStore& store() const { return store_; }
@@ -44,6 +44,7 @@ class AdapterService {
 
  private:
   struct Worker;
+  struct Counters;  // loads, unloads and requests per adapter id, for /metrics
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
   Result<int> mount(const LoraWeights& weights);
@@ -56,6 +57,7 @@ class AdapterService {
   AdapterServiceOptions options_;
   AdapterStore store_;
   std::unique_ptr<MountedAdapters> mounted_;
+  std::unique_ptr<Counters> counters_;
   std::unique_ptr<Worker> worker_;  // loads and unloads run here, off the HTTP threads
 };
 

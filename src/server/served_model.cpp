@@ -8,6 +8,7 @@
 
 #include <ggml.h>
 
+#include "engine/kv_cache.h"
 #include "engine/model_executor.h"
 #include "util/log.h"
 
@@ -144,21 +145,25 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
                    config.n_ctx_train);
     n_ctx = config.n_ctx_train;
   }
-  const int64_t bytes_per_token = 2 * static_cast<int64_t>(config.n_layer) *
-                                  static_cast<int64_t>(ggml_row_size(kv_type, config.n_embd_kv()));
+  const int64_t bytes_per_token =
+      std::max<int64_t>(1, static_cast<int64_t>(kv_bytes_per_token(config, kv_type)));
+  // Hybrid models: a request's recurrent state counts as this many tokens of KV.
+  const int64_t state_tokens =
+      (static_cast<int64_t>(recurrent_state_bytes(config)) + bytes_per_token - 1) / bytes_per_token;
   int64_t budget = options.kv_budget_tokens;
   if (budget == 0 && kv_budget_bytes > 0) budget = kv_budget_bytes / bytes_per_token;
   if (budget == 0) {
-    budget = int64_t{parallel} * n_ctx;
+    budget = int64_t{parallel} * (n_ctx + state_tokens);
     int64_t avail = available_memory();
     if (avail > 0) budget = std::min(budget, avail / 2 / bytes_per_token);
   }
-  if (budget < n_ctx) {
+  if (budget < n_ctx + state_tokens) {
     return errorf(
         "invalid_argument",
-        "the KV budget ({} tokens, {} MiB) does not hold one full context of {} tokens: lower --ctx or "
-        "raise --kv-budget",
-        budget, budget * bytes_per_token >> 20, n_ctx);
+        "the KV budget ({} tokens, {} MiB) does not hold one full context of {} tokens{}: lower --ctx "
+        "or raise --kv-budget",
+        budget, budget * bytes_per_token >> 20, n_ctx,
+        state_tokens > 0 ? fmt::format(" and its recurrent state ({} tokens' worth)", state_tokens) : "");
   }
 
   ModelExecutorOptions exec;

@@ -33,6 +33,7 @@ class Server {
   void add_request_hook(RequestHook hook) { context_.request_hooks.push_back(std::move(hook)); }
   void add_health_hook(StatusHook hook) { context_.health_hooks.push_back(std::move(hook)); }
   void add_stats_hook(StatusHook hook) { context_.stats_hooks.push_back(std::move(hook)); }
+  void add_metrics_hook(MetricsHook hook) { context_.metrics_hooks.push_back(std::move(hook)); }
 
   Status start();
   int port() const { return http_ ? http_->port() : 0; }

@@ -61,10 +61,11 @@ TEST(Targets, NamesMapBothWays) {
 }
 
 TEST(Targets, ListsParseGroupsAndNames) {
-  EXPECT_EQ(parse_target_list("all")->size(), 7u);
+  EXPECT_EQ(parse_target_list("all")->size(), 12u);  // with qwen35's five linear-attention projections
   EXPECT_EQ(*parse_target_list("attn"),
             (std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v,
-                                     LoraTarget::attn_output}));
+                                     LoraTarget::attn_output, LoraTarget::attn_qkv, LoraTarget::attn_gate,
+                                     LoraTarget::ssm_alpha, LoraTarget::ssm_beta, LoraTarget::ssm_out}));
   EXPECT_EQ(*parse_target_list("q,down_proj,ffn_up"),
             (std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::ffn_down, LoraTarget::ffn_up}));
   EXPECT_NE(error_of(parse_target_list("q,,v")).find("unknown target ''"), std::string::npos);

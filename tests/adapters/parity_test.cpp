@@ -1,9 +1,10 @@
 // Parity with llama.cpp: with graft's test adapters applied, graft's greedy
 // continuations on the golden test models must be token-identical to
 // llama.cpp's (recorded by scripts/make-adapter-goldens.sh into
-// tests/data/goldens/adapters/), for the GGUF form of each adapter and for
-// its PEFT form, with adapters stored in F16, F32 and BF16 (each computed in
-// its own type, as llama.cpp computes it), alone and stacked.
+// tests/data/goldens/<cpu kind>/adapters/, see testing::goldens_dir()), for
+// the GGUF form of each adapter and for its PEFT form, with adapters stored in
+// F16, F32 and BF16 (each computed in its own type, as llama.cpp computes
+// it), alone and stacked.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,8 +24,8 @@ using testing::error_of;
 
 std::vector<std::string> golden_files() {
   std::vector<std::string> files;
-  for (const auto& entry :
-       fs::directory_iterator(std::string(GRAFT_SOURCE_DIR) + "/tests/data/goldens/adapters")) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(testing::goldens_dir() + "/adapters", ec)) {
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
@@ -52,6 +53,7 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
   spec.n_ff = m.at("ffn");
   spec.n_ctx = m.at("ctx");
   spec.seed = m.at("seed");
+  spec.tied_output = m.value("tied", false);
   const std::string model_path = testing::test_model_path(spec);
   auto e = testing::open_engine(model_path, spec.n_ctx, 1);
   ASSERT_TRUE(e.forward);
@@ -65,7 +67,7 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     as.alpha = a.at("alpha");
     as.seed = a.at("seed");
     as.strength = a.at("strength");
-    auto targets = parse_target_list(a.at("targets").get<std::string>());
+    auto targets = test_adapter_targets(a.at("targets").get<std::string>(), testing::base_info(model_path));
     ASSERT_TRUE(targets.ok());
     as.targets = *targets;
     const std::string dtype = a.at("dtype");
@@ -75,7 +77,9 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     const LoraAdapter adapter = testing::make_adapter(as);
     fs::create_directories(root / id);
     testing::write_gguf_or_fail(root / id / "adapter.gguf", adapter, {m.at("arch"), "", dtype});
-    testing::write_peft_or_fail(root / (id + "-peft"), adapter, {"", peft_dtypes.at(dtype)});
+    LoraAdapter peft = adapter;  // in Hugging Face's head order
+    reorder_value_heads(peft, testing::base_info(model_path), HeadOrder::gguf_to_peft);
+    testing::write_peft_or_fail(root / (id + "-peft"), peft, {"", peft_dtypes.at(dtype)});
   }
   AdapterStore store({root});
   auto base = BaseModel::from_gguf(e.model->gguf());
@@ -117,6 +121,12 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
     ++n_cases;
   }
   EXPECT_GE(n_cases, 14);
+}
+
+TEST(AdapterGoldens, RecordedForThisCpuKind) {
+  EXPECT_GE(golden_files().size(), 2u)
+      << "no adapter parity goldens for " << testing::goldens_cpu_kind() << " CPUs in "
+      << testing::goldens_dir() << "/adapters: record them with scripts/make-adapter-goldens.sh";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),

@@ -13,6 +13,8 @@ const XDG = path.join(WORK_DIR, 'adapters-xdg');
 const STORE = path.join(XDG, 'graft', 'adapters');
 const EXTRA = path.join(WORK_DIR, 'adapters-extra');
 process.env.XDG_DATA_HOME = XDG;
+// Adapter repos in the Hugging Face cache are available too: keep the user's out.
+process.env.HF_HOME = path.join(WORK_DIR, 'adapters-hf-home');
 
 function makeAdapter(args) {
   execFileSync(GRAFT_BIN, ['make-test-adapter', '--base', testModel(), '--strength', '1', ...args], { stdio: 'pipe' });

@@ -32,12 +32,12 @@ export function testModel() {
 }
 
 // Starts `graft serve` on a free port; resolves once it listens.
-export async function startServer(extraArgs = []) {
-  const args = ['serve', testModel(), '--port', '0', '--ctx', '256', '--parallel', '4', '--threads', '2',
+export async function startServer(extraArgs = [], { ctx = 256, env = {} } = {}) {
+  const args = ['serve', testModel(), '--port', '0', '--ctx', String(ctx), '--parallel', '4', '--threads', '2',
     '--alias', 'tiny', ...extraArgs];
   // Compute threads that sleep instead of spinning keep the test quick on a busy machine.
   const child = spawn(GRAFT_BIN, args, {
-    env: { ...process.env, OMP_WAIT_POLICY: 'passive' },
+    env: { ...process.env, OMP_WAIT_POLICY: 'passive', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';

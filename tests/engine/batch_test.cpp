@@ -115,6 +115,11 @@ TEST(BatchedEqualsSingle, LlamaQ4_0) {
 TEST(BatchedEqualsSingle, Qwen3Q8_0) {
   expect_batched_equals_single(testing::tiny_spec("qwen3", "llama-bpe", "q8_0"));
 }
+// Hybrid: every row reads and writes its own sequence's recurrent state, in
+// groups of prompt chunks and decode rows.
+TEST(BatchedEqualsSingle, Qwen35Q8_0) {
+  expect_batched_equals_single(testing::tiny_qwen35_spec("llama-bpe", "q8_0"));
+}
 
 }  // namespace
 }  // namespace graft

@@ -29,6 +29,7 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
   KvCacheOptions options;
   options.n_cells = n_cells;
   options.n_seq_max = n_seq;
+  options.n_state_snapshots = 4;  // hybrid models
   auto cache = KvCache::create(e.model->config(), options);
   EXPECT_TRUE(cache.ok());
   e.cache = std::move(*cache);
@@ -37,15 +38,22 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
 }
 
 // Greedy continuation of `prompt` in sequence `seq`: the whole prompt as one
-// batch, then one row per step. Also returns each step's logits if asked.
+// batch (or in batches of `chunk` rows), then one row per step. Also returns
+// each step's logits if asked.
 inline std::vector<TokenId> greedy(Engine& e, const std::vector<TokenId>& prompt, int n, SeqId seq = 0,
-                                   std::vector<std::vector<float>>* logits = nullptr,
-                                   AdapterRoute route = {}) {
+                                   std::vector<std::vector<float>>* logits = nullptr, AdapterRoute route = {},
+                                   int chunk = 0) {
   std::vector<TokenId> out;
   Batch batch;
   int pos = e.cache->seq_length(seq);
   for (size_t i = 0; i < prompt.size(); ++i) {
     batch.rows.push_back({prompt[i], pos++, seq, i + 1 == prompt.size(), route});
+    if (chunk > 0 && int(batch.rows.size()) == chunk && i + 1 < prompt.size()) {
+      auto result = e.forward->run(batch);
+      EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
+      if (!result.ok()) return out;
+      batch.clear();
+    }
   }
   for (int step = 0; step < n; ++step) {
     auto result = e.forward->run(batch);

@@ -37,8 +37,9 @@ LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed, ggml_t
   for (int l = 0; l < c.n_layer; ++l) {
     for (int t = 0; t < kLoraTargetCount; ++t) {
       const LoraTarget target = LoraTarget(t);
+      if (!lora_target_exists(c, l, target)) continue;
       w.pairs.push_back(random_pair(l, target, rank, lora_n_in(c, target), lora_n_out(c, target),
-                                    seed + uint32_t(1 + t + 10 * l), size, type));
+                                    seed + uint32_t(1 + t + 20 * l), size, type));
     }
   }
   return w;
@@ -118,8 +119,8 @@ TEST(Lora, DeltaMatchesDenseMergedWeights) {
 }
 
 // Adapters of every type, alone and stacked across types, in one batch.
-TEST(Lora, MixedBatchGivesEachRowWhatItGetsAlone) {
-  const std::string base = testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16"));
+void expect_mixed_batch_gives_each_row_what_it_gets_alone(const TestModelSpec& spec) {
+  const std::string base = testing::test_model_path(spec);
   auto e = testing::open_engine(base, 1024, 8);
   ASSERT_TRUE(e.forward);
   const ModelConfig& c = e.model->config();
@@ -215,6 +216,33 @@ TEST(Lora, F32AndBf16AdaptersKeepTheirRangeAndPrecision) {
     ASSERT_TRUE(e.model->unmount_lora(*s_plain).ok());
     ASSERT_TRUE(e.model->unmount_lora(*s_big).ok());
   }
+}
+
+TEST(Lora, MixedBatchGivesEachRowWhatItGetsAlone) {
+  expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_spec("llama", "llama-bpe", "f16"));
+}
+
+// qwen35: adapters on the linear-attention projections too, rows of each
+// sequence reading their own recurrent state.
+TEST(Lora, MixedBatchOnAHybridModel) {
+  expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_qwen35_spec("llama-bpe", "f16"));
+}
+
+TEST(Lora, AHybridLayerTakesOnlyItsOwnProjections) {
+  auto model = Model::load(testing::test_model_path(testing::tiny_qwen35_spec("llama-bpe", "f16")));
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  LoraWeights wrong;
+  wrong.pairs.push_back(random_pair(0, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 1, 0.1f));
+  auto r = (*model)->mount_lora(wrong);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("layer 0 of the model has no attn_q"), std::string::npos)
+      << r.error().message;
+  LoraWeights right;
+  const auto [n_in, n_out] = dims(c, LoraTarget::ssm_out);
+  right.pairs.push_back(random_pair(0, LoraTarget::ssm_out, 4, n_in, n_out, 1, 0.1f));
+  right.pairs.push_back(random_pair(3, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 2, 0.1f));
+  EXPECT_TRUE((*model)->mount_lora(right).ok());
 }
 
 TEST(Lora, MountChecksShapesAndUnmountFreesTheSlot) {

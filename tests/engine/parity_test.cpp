@@ -1,6 +1,7 @@
 // Parity with llama.cpp: graft's greedy continuations on the golden test
 // models must be token-identical to llama.cpp's (recorded by
-// scripts/make-goldens.sh into tests/data/goldens/).
+// scripts/make-goldens.sh into tests/data/goldens/<cpu kind>/, see
+// testing::goldens_dir()).
 #include <filesystem>
 #include <fstream>
 
@@ -17,8 +18,8 @@ using nlohmann::json;
 
 std::vector<std::string> golden_files() {
   std::vector<std::string> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(GRAFT_SOURCE_DIR) + "/tests/data/goldens")) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::goldens_dir(), ec)) {
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
@@ -39,6 +40,9 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
   spec.n_ff = m.at("ffn");
   spec.n_ctx = m.at("ctx");
   spec.seed = m.at("seed");
+  spec.tied_output = m.value("tied", false);
+  // Prompts longer than this are read in chunks of it, as the server reads them.
+  const int chunk = golden.value("prefill_chunk", 0);
   auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1);
   ASSERT_TRUE(e.forward);
   int n_cases = 0;
@@ -46,7 +50,7 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
     const std::vector<TokenId> prompt = c.at("prompt");
     const std::vector<TokenId> want = c.at("output");
     e.cache->clear();
-    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()));
+    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()), 0, nullptr, {}, chunk);
     size_t first_diff = 0;
     while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff])
       ++first_diff;
@@ -55,6 +59,14 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
     ++n_cases;
   }
   EXPECT_GE(n_cases, 5);
+}
+
+// Without goldens for this CPU's kind the suite above has no cases; this
+// says so instead of passing.
+TEST(Goldens, RecordedForThisCpuKind) {
+  EXPECT_GE(golden_files().size(), 6u)
+      << "no parity goldens for " << testing::goldens_cpu_kind() << " CPUs in " << testing::goldens_dir()
+      << ": record them with scripts/make-goldens.sh on such a CPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, Parity, ::testing::ValuesIn(golden_files()),

@@ -1,5 +1,6 @@
 #include "testing/test_models.h"
 
+#include <ggml-cpu.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,6 +22,14 @@ std::string bundle_template(const std::string& name) {
   return bundle_dir() + "/models/templates/" + name + ".jinja";
 }
 
+std::string goldens_cpu_kind() {
+  return ggml_cpu_has_avx512() ? "avx512" : "avx2";
+}
+
+std::string goldens_dir() {
+  return std::string(GRAFT_GOLDENS_DIR) + "/" + goldens_cpu_kind();
+}
+
 TestModelSpec tiny_spec(const std::string& arch, const std::string& vocab, const std::string& type) {
   TestModelSpec spec;
   spec.arch = arch;
@@ -32,6 +41,16 @@ TestModelSpec tiny_spec(const std::string& arch, const std::string& vocab, const
   spec.n_ff = 256;
   spec.n_ctx = 1024;
   spec.type = type;
+  return spec;
+}
+
+TestModelSpec tiny_qwen35_spec(const std::string& vocab, const std::string& type) {
+  TestModelSpec spec = tiny_spec("qwen35", vocab, type);
+  spec.n_layer = 4;
+  spec.tied_output = true;
+  spec.ssm_head_dim = 16;
+  spec.ssm_k_heads = 2;
+  spec.ssm_v_heads = 4;
   return spec;
 }
 
@@ -54,10 +73,14 @@ std::string test_model_path(const TestModelSpec& spec) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   std::string key =
-      fmt::format("{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}", spec.arch,
+      fmt::format("{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}{}", spec.arch,
                   std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd, spec.n_layer,
                   spec.n_head, spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type, spec.tied_output,
-                  spec.seed, spec.rope_scaling, std::hash<std::string>{}(spec.chat_template), spec.n_ctx);
+                  spec.seed, spec.rope_scaling, std::hash<std::string>{}(spec.chat_template), spec.n_ctx,
+                  spec.arch == "qwen35"
+                      ? fmt::format("-{}-{}-{}-{}-{}-{}", spec.full_attention_interval, spec.ssm_conv_kernel,
+                                    spec.ssm_head_dim, spec.ssm_k_heads, spec.ssm_v_heads, spec.rope_dims)
+                      : std::string());
   std::string path = test_models_dir() + "/" + key + ".gguf";
   if (!std::filesystem::exists(path)) {
     Status status = write_test_model(spec, path);

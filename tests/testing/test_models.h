@@ -16,12 +16,25 @@ std::string bundle_template(const std::string& name);  // models/templates/<name
 TestModelSpec tiny_spec(const std::string& arch = "llama", const std::string& vocab = "llama-bpe",
                         const std::string& type = "f32");
 
+// A small hybrid (qwen35) spec: 4 layers of which the last is full attention,
+// 128 wide, tied output, with the given vocab.
+TestModelSpec tiny_qwen35_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
+
 // Writes the model once per ctest run into a folder shared by all tests
 // (atomically, so parallel tests are safe) and returns its path. The file
 // name encodes the spec.
 std::string test_model_path(const TestModelSpec& spec);
 
 std::string test_models_dir();
+
+// The parity goldens recorded with llama.cpp on a CPU of this one's kind:
+// tests/data/goldens/<kind>, where the kind (avx512 or avx2) is what ggml
+// was built for. Greedy tokens follow the kernels' order of summation, and
+// ggml's AVX-512 and AVX2 kernels sum in different orders, so a near tie can
+// break differently on each; scripts/make-goldens.sh and
+// make-adapter-goldens.sh record into the folder of the CPU they run on.
+std::string goldens_cpu_kind();
+std::string goldens_dir();
 
 // A per-process folder for files a test makes.
 std::string scratch_dir();

@@ -1,0 +1,409 @@
+#include "fit/probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+#include <ggml-alloc.h>
+#include <ggml-backend.h>
+#include <ggml-cpp.h>
+#include <ggml-cpu.h>
+
+#include "fit/system.h"
+#include "model/q4_rows.h"
+#include "model/weights_loader.h"
+#include "util/log.h"
+
+namespace graft::fit {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr ggml_type kProbedTypes[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K,
+                                      GGML_TYPE_Q6_K};
+
+// A CPU backend with its own thread pool, as engine/forward.cpp runs graphs.
+class Runner {
+ public:
+  explicit Runner(int threads) {
+    backend_ = ggml_backend_cpu_init();
+    ggml_threadpool_params params = ggml_threadpool_params_default(threads);
+    pool_ = ggml_threadpool_new(&params);
+    ggml_backend_cpu_set_n_threads(backend_, threads);
+    ggml_backend_cpu_set_threadpool(backend_, pool_);
+  }
+  ~Runner() {
+    ggml_backend_free(backend_);
+    ggml_threadpool_free(pool_);
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // The best of `reps` timed runs, after one untimed run: what the machine
+  // can do (other programs' load only ever slows a run down).
+  double seconds(ggml_cgraph* graph, int reps) {
+    ggml_backend_graph_compute(backend_, graph);
+    double best = 1e30;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ggml_backend_graph_compute(backend_, graph);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return std::max(best, 1e-9);
+  }
+
+ private:
+  ggml_backend_t backend_ = nullptr;
+  ggml_threadpool_t pool_ = nullptr;
+};
+
+ggml_context_ptr new_context(size_t n_tensors, size_t graph_nodes = 0) {
+  ggml_init_params params{};
+  params.mem_size =
+      ggml_tensor_overhead() * n_tensors + (graph_nodes ? ggml_graph_overhead_custom(graph_nodes, false) : 0);
+  params.no_alloc = true;
+  return ggml_context_ptr(ggml_init(params));
+}
+
+// Deterministic values in [-1, 1).
+void fill(std::vector<float>& v, uint32_t seed) {
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = float(seed >> 8) / float(1u << 23) - 1.0f;
+  }
+}
+
+// A weight matrix placed as the model loader places it (repacked where the
+// CPU backend would repack it), holding one quantized row over and over:
+// the kernels' speed does not depend on the values, only on the bytes.
+struct Weight {
+  ggml_context_ptr ctx;
+  ggml_backend_buffer_ptr buffer;
+  ggml_tensor* w = nullptr;
+  int64_t bytes() const { return int64_t(ggml_nbytes(w)); }
+};
+
+bool repacks(ggml_backend_buffer_type_t repack, ggml_tensor* w) {
+  if (!repack) return false;
+  ggml_context_ptr ctx = new_context(4);
+  ggml_backend_buffer_ptr dummy(ggml_backend_buft_alloc_buffer(repack, 0));
+  ggml_tensor* probe = ggml_new_tensor_2d(ctx.get(), w->type, w->ne[0], w->ne[1]);
+  probe->buffer = dummy.get();
+  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, w->ne[0], 512);
+  return ggml_backend_dev_supports_op(ggml_backend_buft_get_device(repack),
+                                      ggml_mul_mat(ctx.get(), probe, x));
+}
+
+Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
+  Weight m;
+  m.ctx = new_context(1);
+  m.w = ggml_new_tensor_2d(m.ctx.get(), type, n_in, n_out);
+  ggml_backend_buffer_type_t repack = repack_buffer_type();
+  ggml_backend_buffer_type_t buft = repacks(repack, m.w) ? repack : ggml_backend_cpu_buffer_type();
+  m.buffer.reset(ggml_backend_buft_alloc_buffer(buft, ggml_backend_buft_get_alloc_size(buft, m.w)));
+  ggml_backend_tensor_alloc(m.buffer.get(), m.w, ggml_backend_buffer_get_base(m.buffer.get()));
+  std::vector<float> row(static_cast<size_t>(n_in));
+  fill(row, 7);
+  const size_t row_bytes = ggml_row_size(type, n_in);
+  std::vector<uint8_t> data(row_bytes * size_t(n_out));
+  ggml_quantize_chunk(type, row.data(), data.data(), 0, 1, n_in, nullptr);
+  for (int64_t r = 1; r < n_out; ++r)
+    std::copy_n(data.data(), row_bytes, data.data() + size_t(r) * row_bytes);
+  ggml_backend_tensor_set(m.w, data.data(), 0, data.size());
+  return m;
+}
+
+// Seconds of one product of `rows` rows with w, as the model's graph does it.
+double product_seconds(Runner& runner, const Weight& weight, int rows, int reps) {
+  ggml_context_ptr ctx = new_context(8, 16);
+  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, weight.w->ne[0], rows);
+  ggml_set_input(x);
+  ggml_tensor* y = q4_rows_supported(weight.w)
+                       ? q4_rows_mul_mat(ctx.get(), weight.w, q4_rows_quantize(ctx.get(), x))
+                       : ggml_mul_mat(ctx.get(), weight.w, x);
+  ggml_set_output(y);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), 16, false);
+  ggml_build_forward_expand(graph, y);
+  ggml_gallocr_ptr alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_alloc_graph(alloc.get(), graph);
+  std::vector<float> input(size_t(ggml_nelements(x)));
+  fill(input, 11);
+  ggml_backend_tensor_set(x, input.data(), 0, ggml_nbytes(x));
+  return runner.seconds(graph, reps);
+}
+
+struct Sizes {
+  int64_t stream_bytes;   // the weight streamed at 1 and 8 rows
+  int64_t prefill_bytes;  // the weight multiplied by many rows
+  int prefill_rows;
+  int reps;
+  int attention_cells;
+  int nodes;  // in the graph that times a node's fixed cost
+};
+
+TypeRate probe_type(Runner& runner, ggml_type type, const Sizes& sizes) {
+  constexpr int64_t n_in = 4096;
+  auto rows_for = [&](int64_t bytes) {
+    return std::max<int64_t>(8, bytes / int64_t(ggml_row_size(type, n_in)) / 8 * 8);
+  };
+  TypeRate rate;
+  {
+    Weight w = make_weight(type, n_in, rows_for(sizes.stream_bytes));
+    const double flops = 2.0 * double(w.w->ne[0]) * double(w.w->ne[1]);
+    const double t1 = product_seconds(runner, w, 1, sizes.reps);
+    const double t8 = product_seconds(runner, w, 8, std::max(2, sizes.reps / 2));
+    // t(r) = bytes / bandwidth + r * flops / rate, through both points.
+    const double per_row = std::max((t8 - t1) / 7.0, t1 * 0.01);
+    const double stream = std::max(t1 - per_row, t1 * 0.1);
+    rate.bytes_per_s = double(w.bytes()) / stream;
+    rate.decode_flops = flops / per_row;
+  }
+  {
+    Weight w = make_weight(type, n_in, rows_for(sizes.prefill_bytes));
+    const double flops = 2.0 * double(w.w->ne[0]) * double(w.w->ne[1]) * sizes.prefill_rows;
+    const double t = product_seconds(runner, w, sizes.prefill_rows, std::max(2, sizes.reps / 2));
+    const double stream = double(w.bytes()) / rate.bytes_per_s;
+    rate.prefill_flops = flops / std::max(t - stream, t * 0.1);
+  }
+  return rate;
+}
+
+// Attention of `rows` rows over `cells` cells of an F16 cache, `ops` times
+// over separate caches (decode: one row per op, as each sequence has its
+// own window); units per second.
+double probe_attention(Runner& runner, int rows, int cells, int ops, bool causal, int reps) {
+  constexpr int head_dim = 128, n_head = 32, n_head_kv = 8;
+  ggml_context_ptr ctx = new_context(size_t(ops) * 8 + 8, size_t(ops) * 8 + 8);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), size_t(ops) * 8 + 8, false);
+  std::vector<ggml_tensor*> masks;
+  for (int i = 0; i < ops; ++i) {
+    ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, head_dim, rows, n_head);
+    ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, cells, n_head_kv);
+    ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, cells, n_head_kv);
+    ggml_tensor* mask = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, cells, rows);
+    for (ggml_tensor* t : {q, k, v, mask}) ggml_set_input(t);
+    masks.push_back(mask);
+    ggml_tensor* out =
+        ggml_flash_attn_ext(ctx.get(), q, k, v, mask, 1.0f / std::sqrt(float(head_dim)), 0.0f, 0.0f);
+    ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
+    ggml_set_output(out);
+    ggml_build_forward_expand(graph, out);
+  }
+  ggml_gallocr_ptr alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_alloc_graph(alloc.get(), graph);
+  // Inputs: zeros, and the mask (causal for a prompt).
+  for (ggml_tensor* t = ggml_get_first_tensor(ctx.get()); t; t = ggml_get_next_tensor(ctx.get(), t)) {
+    if (t->data && !t->view_src && (t->flags & GGML_TENSOR_FLAG_INPUT))
+      std::memset(t->data, 0, ggml_nbytes(t));
+  }
+  const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
+  for (ggml_tensor* mask : masks) {
+    auto* m = static_cast<ggml_fp16_t*>(mask->data);
+    for (int r = 0; r < rows && causal; ++r) {
+      for (int c = r + 1; c < cells; ++c) m[size_t(r) * size_t(cells) + size_t(c)] = drop;
+    }
+  }
+  const double t = runner.seconds(graph, reps);
+  return double(rows) * cells * n_head * head_dim * ops / t;
+}
+
+// The fixed cost of a graph node: a chain of tiny ops.
+double probe_node(Runner& runner, int nodes, int reps) {
+  ggml_context_ptr ctx = new_context(size_t(nodes) + 4, size_t(nodes) + 4);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), size_t(nodes) + 4, false);
+  ggml_tensor* x = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 256);
+  ggml_set_input(x);
+  ggml_tensor* y = x;
+  for (int i = 0; i < nodes; ++i) y = ggml_scale(ctx.get(), y, 1.0f);
+  ggml_set_output(y);
+  ggml_build_forward_expand(graph, y);
+  ggml_gallocr_ptr alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_alloc_graph(alloc.get(), graph);
+  std::memset(x->data, 0, ggml_nbytes(x));
+  return runner.seconds(graph, reps) / nodes;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string cache_key(const std::string& cpu, int threads) {
+  return cpu + " / " + std::to_string(threads) + " threads";
+}
+
+Result<double> positive(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !(it->get<double>() > 0)) {
+    return errorf("invalid_argument", "probe result: '{}' must be a positive number", key);
+  }
+  return it->get<double>();
+}
+
+}  // namespace
+
+TypeRate ProbeResult::rate(int type) const {
+  const ggml_type t = ggml_type(type);
+  if (auto it = types.find(ggml_type_name(t)); it != types.end()) return it->second;
+  auto bits = [](ggml_type x) { return 8.0 * double(ggml_type_size(x)) / double(ggml_blck_size(x)); };
+  TypeRate best;
+  double gap = 1e9;
+  for (ggml_type probed : kProbedTypes) {
+    auto it = types.find(ggml_type_name(probed));
+    if (it == types.end()) continue;
+    const double d = std::abs(bits(probed) - bits(t));
+    if (d < gap) {
+      gap = d;
+      best = it->second;
+    }
+  }
+  return best;
+}
+
+double ProbeResult::memory_bandwidth() const {
+  return rate(GGML_TYPE_F16).bytes_per_s;
+}
+
+double ProbeResult::int8_flops() const {
+  return rate(GGML_TYPE_Q8_0).prefill_flops;
+}
+
+double ProbeResult::f16_flops() const {
+  return rate(GGML_TYPE_F16).prefill_flops;
+}
+
+json ProbeResult::to_json() const {
+  json t = json::object();
+  for (const auto& [name, r] : types) {
+    t[name] = {
+        {"bytes_per_s", r.bytes_per_s}, {"decode_flops", r.decode_flops}, {"prefill_flops", r.prefill_flops}};
+  }
+  return json{{"cpu", cpu},
+              {"threads", threads},
+              {"measured_at", measured_at},
+              {"quick", quick},
+              {"memory_bandwidth_bytes_per_s", memory_bandwidth()},
+              {"int8_flops", int8_flops()},
+              {"f16_flops", f16_flops()},
+              {"types", t},
+              {"attention_decode", attention_decode},
+              {"attention_prefill", attention_prefill},
+              {"node_seconds", node_seconds}};
+}
+
+Result<ProbeResult> ProbeResult::from_json(const json& j) {
+  if (!j.is_object()) return make_error("invalid_argument", "probe result: not a JSON object");
+  ProbeResult r;
+  auto text = [&](const char* key) -> std::string {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  r.cpu = text("cpu");
+  r.measured_at = text("measured_at");
+  if (auto it = j.find("threads"); it != j.end() && it->is_number_integer()) r.threads = it->get<int>();
+  if (auto it = j.find("quick"); it != j.end() && it->is_boolean()) r.quick = it->get<bool>();
+  GRAFT_TRY(r.attention_decode, positive(j, "attention_decode"));
+  GRAFT_TRY(r.attention_prefill, positive(j, "attention_prefill"));
+  GRAFT_TRY(r.node_seconds, positive(j, "node_seconds"));
+  auto types = j.find("types");
+  if (types == j.end() || !types->is_object() || types->empty()) {
+    return make_error("invalid_argument", "probe result: 'types' must be an object of weight types");
+  }
+  for (const auto& [name, v] : types->items()) {
+    TypeRate t;
+    GRAFT_TRY(t.bytes_per_s, positive(v, "bytes_per_s"));
+    GRAFT_TRY(t.decode_flops, positive(v, "decode_flops"));
+    GRAFT_TRY(t.prefill_flops, positive(v, "prefill_flops"));
+    r.types[name] = t;
+  }
+  return r;
+}
+
+Result<ProbeResult> run_probe(const ProbeOptions& options) {
+  // ggml's own messages (one line per repacked weight) go to graft's debug log.
+  ggml_log_set(
+      [](ggml_log_level, const char* text, void*) {
+        std::string line(text);
+        while (!line.empty() && line.back() == '\n') line.pop_back();
+        if (!line.empty()) GRAFT_LOG_DEBUG("ggml: {}", line);
+      },
+      nullptr);
+  ProbeResult r;
+  r.threads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  r.cpu = cpu_model();
+  r.quick = options.quick;
+  const Sizes sizes = options.quick ? Sizes{int64_t(2) << 20, int64_t(1) << 20, 32, 2, 256, 64}
+                                    : Sizes{int64_t(96) << 20, int64_t(12) << 20, 256, 7, 2048, 512};
+  Runner runner(r.threads);
+  for (ggml_type type : kProbedTypes) r.types[ggml_type_name(type)] = probe_type(runner, type, sizes);
+  r.attention_decode = probe_attention(runner, 1, sizes.attention_cells, 8, false, sizes.reps);
+  r.attention_prefill =
+      probe_attention(runner, sizes.prefill_rows, sizes.prefill_rows, 1, true, std::max(2, sizes.reps / 2));
+  r.node_seconds = probe_node(runner, sizes.nodes, sizes.reps);
+  r.measured_at = utc_now();
+  return r;
+}
+
+fs::path probe_cache_file() {
+  return cache_dir() / "probe.json";
+}
+
+Result<std::optional<ProbeResult>> load_cached_probe(const fs::path& file, const std::string& cpu,
+                                                     int threads) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::optional<ProbeResult>();
+  GRAFT_TRY(std::string text, read_file(file));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("entries") || !j["entries"].is_object()) {
+    return errorf("invalid_argument", "{}: not a probe cache (delete it and run graft fit --probe)",
+                  file.string());
+  }
+  auto it = j["entries"].find(cache_key(cpu, threads));
+  if (it == j["entries"].end()) return std::optional<ProbeResult>();
+  auto result = ProbeResult::from_json(*it);
+  if (!result) return errorf("invalid_argument", "{}: {}", file.string(), result.error().message);
+  return std::optional<ProbeResult>(std::move(*result));
+}
+
+Status save_probe(const fs::path& file, const ProbeResult& result) {
+  json j = {{"entries", json::object()}};
+  std::error_code ec;
+  if (fs::exists(file, ec)) {
+    if (auto text = read_file(file)) {
+      json old = json::parse(*text, nullptr, false);
+      if (!old.is_discarded() && old.is_object() && old.contains("entries") && old["entries"].is_object())
+        j = old;
+    }
+  }
+  j["entries"][cache_key(result.cpu, result.threads)] = result.to_json();
+  fs::create_directories(file.parent_path(), ec);
+  if (ec) return errorf("io_error", "cannot create {}: {}", file.parent_path().string(), ec.message());
+  return write_file_atomic(file, j.dump(2) + "\n");
+}
+
+Result<ProbeResult> read_probe_file(const fs::path& file) {
+  GRAFT_TRY(std::string text, read_file(file));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return errorf("invalid_argument", "{}: not JSON", file.string());
+  if (j.is_object() && j.contains("entries") && j["entries"].is_object()) {
+    if (j["entries"].size() != 1) {
+      return errorf("invalid_argument", "{}: holds {} probe results; give a file with one", file.string(),
+                    j["entries"].size());
+    }
+    j = j["entries"].begin().value();
+  }
+  auto result = ProbeResult::from_json(j);
+  if (!result) return errorf("invalid_argument", "{}: {}", file.string(), result.error().message);
+  return result;
+}
+
+}  // namespace graft::fit

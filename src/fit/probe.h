@@ -1,0 +1,70 @@
+// The speed probe: a few seconds of graft's own kernels on this machine —
+// weight products of each common type at 1, 8 and many rows, attention over
+// an F16 cache, and the fixed cost of a graph node — from which speed.h
+// predicts prefill and decode rates (a roofline: the time to stream a
+// weight's bytes plus the time of its arithmetic, each at the measured rate).
+// Results are cached in ~/.cache/graft/probe.json, keyed by CPU model and
+// thread count.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "util/files.h"
+#include "util/result.h"
+
+namespace graft::fit {
+
+// One weight type's rates.
+struct TypeRate {
+  double bytes_per_s = 0;    // weight bytes streamed per second (a 1-row product)
+  double decode_flops = 0;   // arithmetic per second added by each row of a small batch (1 -> 8 rows)
+  double prefill_flops = 0;  // arithmetic per second of a product of many rows
+};
+
+struct ProbeResult {
+  std::string cpu;
+  int threads = 0;
+  std::string measured_at;                // UTC, ISO 8601
+  bool quick = false;                     // a --quick probe (small sizes: rough)
+  std::map<std::string, TypeRate> types;  // by ggml type name ("f16", "q8_0", "q4_0", ...)
+  // Attention over an F16 cache, in (row x cell x head x head-dim) per second:
+  // one row over a long window (decode), and a causal prompt (prefill).
+  double attention_decode = 0;
+  double attention_prefill = 0;
+  double node_seconds = 0;  // the fixed cost of one graph node (dispatch, thread sync)
+
+  // The rates for a type, or those of the probed type nearest in bits per weight.
+  TypeRate rate(int ggml_type) const;
+  // Headline figures: weight streaming of F16 (memory bandwidth as the
+  // kernels see it), and the many-row rates of Q8_0 (int8) and F16.
+  double memory_bandwidth() const;
+  double int8_flops() const;
+  double f16_flops() const;
+
+  nlohmann::json to_json() const;
+  static Result<ProbeResult> from_json(const nlohmann::json& j);
+};
+
+struct ProbeOptions {
+  int threads = 0;     // 0: all cores
+  bool quick = false;  // tiny sizes: well under a second, for tests
+};
+
+Result<ProbeResult> run_probe(const ProbeOptions& options);
+
+// cache_dir()/probe.json
+fs::path probe_cache_file();
+// The cached result for this CPU and thread count, if any.
+Result<std::optional<ProbeResult>> load_cached_probe(const fs::path& file, const std::string& cpu,
+                                                     int threads);
+// Adds (or replaces) the result's entry in the cache file, atomically.
+Status save_probe(const fs::path& file, const ProbeResult& result);
+// A file holding one result (what `graft fit --probe --json` prints), or a
+// cache file with exactly one entry: for injecting measured rates.
+Result<ProbeResult> read_probe_file(const fs::path& file);
+
+}  // namespace graft::fit

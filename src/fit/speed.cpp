@@ -1,0 +1,65 @@
+#include "fit/speed.h"
+
+#include <algorithm>
+
+namespace graft::fit {
+
+namespace {
+
+constexpr int kWindow = 256;  // the KV cache's window padding (engine/kv_cache.h)
+
+int padded(int cells) {
+  return std::max(kWindow, (cells + kWindow - 1) / kWindow * kWindow);
+}
+
+// Seconds for one product of `rows` rows with m.
+double matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeResult& probe, bool prefill) {
+  const TypeRate r = probe.rate(m.type);
+  const double flops = 2.0 * double(m.n_in) * double(m.n_out) * rows;
+  return double(m.bytes) / r.bytes_per_s + flops / (prefill ? r.prefill_flops : r.decode_flops);
+}
+
+// Attention work of one layer: rows x cells x heads x head width.
+double attention_units(const ModelConfig& c, int rows, int cells) {
+  return double(rows) * cells * c.n_head * c.head_dim;
+}
+
+// One decode step of n rows, each over a window of `cells` cells.
+double decode_seconds(const FitModel& model, const ServeSettings& s, const ProbeResult& probe, int n,
+                      int cells) {
+  const ModelConfig& c = model.config();
+  double t = 0;
+  for (const FitModel::Matrix& m : model.matrices()) t += matrix_seconds(m, n, probe, /*prefill=*/false);
+  t += c.n_layer * n * attention_units(c, 1, cells) / probe.attention_decode;
+  // The step's graph: one window per sequence, as the cache places them apart.
+  std::vector<KvCache::Window> windows;
+  for (int i = 0; i < n; ++i) windows.push_back({i, 1, i * cells, cells});
+  const Forward::Measure g = model.measure(s.kv_type, n * cells, n, n, s.threads, windows);
+  return t + g.n_nodes * probe.node_seconds;
+}
+
+double prefill_seconds(const FitModel& model, const ServeSettings& s, const ProbeResult& probe, int tokens) {
+  const ModelConfig& c = model.config();
+  double t = 0;
+  for (const FitModel::Matrix& m : model.matrices()) {
+    // The last layer's MLP and the output run on the one row whose logits are wanted.
+    const bool last_rows_only = m.layer < 0 || (m.ffn && m.layer == c.n_layer - 1);
+    t += last_rows_only ? matrix_seconds(m, 1, probe, false) : matrix_seconds(m, tokens, probe, true);
+  }
+  t += c.n_layer * attention_units(c, tokens, padded(tokens)) / probe.attention_prefill;
+  const Forward::Measure g = model.measure(s.kv_type, padded(tokens), tokens, 1, s.threads);
+  return t + g.n_nodes * probe.node_seconds;
+}
+
+}  // namespace
+
+SpeedPrediction predict_speed(const FitModel& model, const ServeSettings& settings, const ProbeResult& probe,
+                              const std::vector<int>& rows) {
+  SpeedPrediction p;
+  p.prefill_tps = p.prompt_tokens / prefill_seconds(model, settings, probe, p.prompt_tokens);
+  for (int n : rows) p.decode_tps[n] = n / decode_seconds(model, settings, probe, n, kWindow);
+  p.decode_tps_full_context = 1.0 / decode_seconds(model, settings, probe, 1, padded(settings.n_ctx));
+  return p;
+}
+
+}  // namespace graft::fit

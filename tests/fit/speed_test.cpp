@@ -1,0 +1,118 @@
+// The probe's results, their cache, and predictions from injected rates.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "fit/fit.h"
+#include "testing/test_models.h"
+
+namespace graft::fit {
+namespace {
+
+ProbeResult made_up_probe(double bandwidth, double flops) {
+  ProbeResult p;
+  p.cpu = "Test CPU";
+  p.threads = 2;
+  p.measured_at = "2025-01-01T00:00:00Z";
+  for (const char* t : {"f16", "q8_0", "q4_0"}) p.types[t] = {bandwidth, flops, flops};
+  p.attention_decode = p.attention_prefill = flops;
+  p.node_seconds = 1e-12;
+  return p;
+}
+
+TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // One thread: on a busy machine, threads that wait for each other at every
+  // node make the timing slow, not wrong.
+  auto p = run_probe({1, /*quick=*/true});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->quick);
+  EXPECT_EQ(p->threads, 1);
+  EXPECT_FALSE(p->cpu.empty());
+  for (const char* t : {"f16", "q8_0", "q4_0", "q4_K", "q6_K"}) {
+    ASSERT_TRUE(p->types.count(t)) << t;
+    EXPECT_GT(p->types.at(t).bytes_per_s, 1e7) << t;
+    EXPECT_GT(p->types.at(t).decode_flops, 1e6) << t;
+    EXPECT_GT(p->types.at(t).prefill_flops, 1e6) << t;
+  }
+  EXPECT_GT(p->attention_decode, 0);
+  EXPECT_GT(p->attention_prefill, 0);
+  EXPECT_GT(p->node_seconds, 0);
+  EXPECT_LT(p->node_seconds, 0.01);
+  EXPECT_LT(seconds, 20.0);  // well under a second on an idle machine
+  // It round-trips through JSON.
+  auto back = ProbeResult::from_json(p->to_json());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->types.at("q4_0").bytes_per_s, p->types.at("q4_0").bytes_per_s);
+}
+
+TEST(FitProbe, TheCacheKeepsOneResultPerCpuAndThreadCount) {
+  TempDir dir;
+  const fs::path file = dir.path() / "graft" / "probe.json";
+  auto none = load_cached_probe(file, "Test CPU", 2);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ProbeResult a = made_up_probe(1e10, 1e11);
+  ProbeResult b = made_up_probe(2e10, 2e11);
+  b.threads = 4;
+  ASSERT_TRUE(save_probe(file, a).ok());
+  ASSERT_TRUE(save_probe(file, b).ok());
+  auto got = load_cached_probe(file, "Test CPU", 4);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->types.at("f16").bytes_per_s, 2e10);
+  EXPECT_FALSE(load_cached_probe(file, "Other CPU", 2)->has_value());
+  // Two entries: not one result to inject.
+  EXPECT_FALSE(read_probe_file(file).ok());
+}
+
+TEST(FitProbe, BadProbeFilesAreRefusedWithTheField) {
+  TempDir dir;
+  const fs::path file = dir.path() / "probe.json";
+  nlohmann::json j = made_up_probe(1e10, 1e11).to_json();
+  j["types"]["q4_0"]["bytes_per_s"] = -1;
+  ASSERT_TRUE(write_file_atomic(file, j.dump()).ok());
+  auto r = read_probe_file(file);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("bytes_per_s"), std::string::npos) << r.error().message;
+  ASSERT_TRUE(write_file_atomic(file, "{not json").ok());
+  EXPECT_FALSE(read_probe_file(file).ok());
+}
+
+TEST(FitSpeed, UntypedWeightsTakeTheNearestProbedType) {
+  ProbeResult p = made_up_probe(1e10, 1e11);
+  p.types["q4_0"].bytes_per_s = 3e10;
+  EXPECT_EQ(p.rate(GGML_TYPE_Q4_1).bytes_per_s, 3e10);  // 5 bits per weight: nearest is q4_0's 4.5
+  EXPECT_EQ(p.rate(GGML_TYPE_BF16).bytes_per_s, p.types["f16"].bytes_per_s);
+}
+
+TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  auto model = FitModel::open(testing::test_model_path(spec));
+  ASSERT_TRUE(model.ok());
+  const FitModel& m = **model;
+  // Arithmetic and attention free: a step costs its weights' bytes at the bandwidth.
+  const ProbeResult p = made_up_probe(1e9, 1e30);
+  const ServeSettings s = m.resolve(ServeSettings{});
+  const SpeedPrediction one = predict_speed(m, s, p);
+  int64_t matrix_bytes = 0;
+  for (const auto& mat : m.matrices()) matrix_bytes += mat.bytes;
+  // Every weight but the embedding (read by rows) and the F32 norms.
+  const auto* embd = m.layout().gguf().find_tensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  int64_t norms = 0;
+  for (const auto& t : m.layout().gguf().tensors()) norms += t.n_dims == 1 ? int64_t(t.size) : 0;
+  EXPECT_EQ(matrix_bytes, int64_t(m.layout().weight_bytes()) - int64_t(embd->size) - norms);
+  EXPECT_NEAR(one.decode_tps.at(1), 1e9 / double(matrix_bytes), 1e9 / double(matrix_bytes) * 1e-6);
+  // Eight rows stream the same bytes once: eight times the tokens.
+  EXPECT_NEAR(one.decode_tps.at(8), 8 * one.decode_tps.at(1), one.decode_tps.at(1) * 1e-5);
+  // Compute bound: rows cost in proportion, so eight rows give no more tokens per second.
+  const SpeedPrediction bound = predict_speed(m, s, made_up_probe(1e30, 1e9));
+  EXPECT_NEAR(bound.decode_tps.at(8), bound.decode_tps.at(1), bound.decode_tps.at(1) * 0.01);
+  EXPECT_GT(bound.prefill_tps, 0);
+}
+
+}  // namespace
+}  // namespace graft::fit

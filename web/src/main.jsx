@@ -1,0 +1,6 @@
+// Entry point: mounts the page.
+import { render } from 'preact';
+import { App } from './app.jsx';
+import './style.css';
+
+render(<App />, document.getElementById('app'));
