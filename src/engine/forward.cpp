@@ -120,7 +120,8 @@ Status Forward::build(const Shape& shape) {
   const RecurrentState* state = cache_.recurrent();
   logits_ = build_graph(model_, cache_.layer_tensors(), shape, graph_memory_, ctx_, graph_, lora_inputs_,
                         state ? &state->layer_tensors() : nullptr);
-  if (!logits_) return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
+  if (!logits_)
+    return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
   if (!ggml_gallocr_alloc_graph(allocator_.get(), graph_.graph)) {
     size_t needed = 0;
     ggml_gallocr_reserve_n_size(allocator_.get(), graph_.graph, nullptr, nullptr, &needed);
@@ -179,7 +180,8 @@ Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_c
   ggml_context_ptr ctx;
   GraphContext g;
   LoraInputs lora;
-  if (!build_graph(model, cache, shape, memory, ctx, g, lora, c.has_recurrent_layers() ? &recurrent : nullptr)) {
+  if (!build_graph(model, cache, shape, memory, ctx, g, lora,
+                   c.has_recurrent_layers() ? &recurrent : nullptr)) {
     return m;
   }
   ggml_gallocr_ptr allocator(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
@@ -264,7 +266,9 @@ void Forward::set_lora_inputs(const Batch& batch) {
       scales[e] = route.scale[u] * lora.scale(route.slot[u]);
     }
   }
-  if (in.out_routes) {
+  // Unallocated when no layer reads them: a model that selects its output
+  // rows only after the last layer (qwen35) adds no delta to output rows alone.
+  if (in.out_routes && in.out_routes->data) {
     const auto* out = static_cast<const int32_t*>(graph_.out_rows->data);
     auto* out_routes = static_cast<int32_t*>(in.out_routes->data);
     auto* out_scales = static_cast<float*>(in.out_scales->data);

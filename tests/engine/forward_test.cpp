@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "engine/address_space_limit.h"
 #include "engine/generate.h"
 #include "model/gguf_rewrite.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {

@@ -8,6 +8,7 @@
 
 #include "engine/generate.h"
 #include "model/gguf_rewrite.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {
@@ -239,7 +240,7 @@ TEST(Lora, AHybridLayerTakesOnlyItsOwnProjections) {
   EXPECT_NE(r.error().message.find("layer 0 of the model has no attn_q"), std::string::npos)
       << r.error().message;
   LoraWeights right;
-  const auto [n_in, n_out] = dims(c, LoraTarget::ssm_out);
+  const int n_in = lora_n_in(c, LoraTarget::ssm_out), n_out = lora_n_out(c, LoraTarget::ssm_out);
   right.pairs.push_back(random_pair(0, LoraTarget::ssm_out, 4, n_in, n_out, 1, 0.1f));
   right.pairs.push_back(random_pair(3, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 2, 0.1f));
   EXPECT_TRUE((*model)->mount_lora(right).ok());
@@ -275,6 +276,34 @@ TEST(Lora, MountChecksShapesAndUnmountFreesTheSlot) {
   auto third = (*model)->mount_lora(random_adapter(c, 4, 3));
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(*third, *first);  // the freed slot is reused
+}
+
+// Memory for an adapter's stacks that cannot be reserved: the mount fails
+// with "out_of_memory" saying how much, the adapters already mounted keep
+// working, and the same adapter mounts once memory allows.
+TEST(Lora, MountWithoutMemoryFailsCleanly) {
+  const std::string base = testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16"));
+  auto e = testing::open_engine(base, 512, 2);
+  ASSERT_TRUE(e.forward);
+  const ModelConfig& c = e.model->config();
+  auto a = e.model->mount_lora(random_adapter(c, 4, 100, GGML_TYPE_F16));
+  ASSERT_TRUE(a.ok());
+  const std::vector<TokenId> before = testing::greedy(e, kPrompt, 4, 0, nullptr, route({{*a, 1.0f}}));
+  const LoraWeights f32 = random_adapter(c, 4, 200, GGML_TYPE_F32);  // the first F32 adapter: new stacks
+  {
+    testing::AddressSpaceLimit limit(size_t(1) << 20);
+    auto refused = e.model->mount_lora(f32);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, "out_of_memory");
+    EXPECT_NE(refused.error().message.find("MiB for 32 LoRA adapters of type f32"), std::string::npos)
+        << refused.error().message;
+  }
+  EXPECT_EQ(e.model->lora().n_mounted(), 1);
+  e.cache->clear();
+  EXPECT_EQ(testing::greedy(e, kPrompt, 4, 0, nullptr, route({{*a, 1.0f}})), before);
+  auto f = e.model->mount_lora(f32);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(e.model->lora().place(*f).type, LoraType::f32);
 }
 
 }  // namespace

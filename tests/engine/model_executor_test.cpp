@@ -7,8 +7,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "engine/address_space_limit.h"
 #include "engine/engine.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {
