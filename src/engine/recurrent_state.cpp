@@ -31,7 +31,8 @@ Result<std::unique_ptr<RecurrentState>> RecurrentState::create(const ModelConfig
     state->bytes_per_state_ += l.conv->nb[1] + l.delta->nb[1];
   }
   // Not cleared: pages are touched only when a slot is first written.
-  state->buffer_.reset(ggml_backend_alloc_ctx_tensors_from_buft(state->ctx_.get(), ggml_backend_cpu_buffer_type()));
+  state->buffer_.reset(
+      ggml_backend_alloc_ctx_tensors_from_buft(state->ctx_.get(), ggml_backend_cpu_buffer_type()));
   if (!state->buffer_) {
     return errorf("out_of_memory", "cannot reserve {} MiB for recurrent states",
                   state->bytes_per_state_ * size_t(n_slots) >> 20);

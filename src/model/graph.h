@@ -104,7 +104,7 @@ struct GraphContext {
   ggml_tensor* positions = nullptr;  // I32 [n_rows]
   ggml_tensor* out_rows = nullptr;   // I32 [n_outputs]: rows whose logits are wanted; null = all rows
   AttentionInputs attention;
-  RecurrentInputs recurrent;  // hybrid models only
+  RecurrentInputs recurrent;                 // hybrid models only
   const LoraInputs* lora = nullptr;          // null: no row uses an adapter
   const TrainingInputs* training = nullptr;  // set: a training graph (attention is unused)
   // Part of the model to build: layers [layer_begin, layer_end) (-1: to the

@@ -197,7 +197,8 @@ Result<LoadedWeights> WeightsLoader::finish_layout() {
       continue;
     }
     if (!packed) {
-      packed.reset(ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_)));
+      packed.reset(
+          ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_)));
       if (!packed) return errorf("out_of_memory", "{}: cannot create a repack buffer", gguf_.path());
     }
     e.tensor->buffer = packed.get();

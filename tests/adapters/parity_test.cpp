@@ -131,17 +131,16 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
 // one with scripts/make-adapter-goldens.sh and raise its count to 4).
 TEST(AdapterGoldens, RecordedForThisCpuKind) {
   const std::vector<std::string> files = golden_files();
-  const size_t f32_bf16 = size_t(std::count_if(files.begin(), files.end(), [](const std::string& f) {
-    return f.ends_with("-f32-bf16.json");
-  }));
+  const size_t f32_bf16 = size_t(std::count_if(
+      files.begin(), files.end(), [](const std::string& f) { return f.ends_with("-f32-bf16.json"); }));
   const std::map<std::string, std::pair<size_t, size_t>> expected = {{"avx2", {2, 2}}, {"avx512", {2, 0}}};
   const auto [want_f16, want_f32_bf16] = expected.at(testing::goldens_cpu_kind());
   EXPECT_GE(files.size() - f32_bf16, want_f16)
       << "F16 adapter parity goldens missing for " << testing::goldens_cpu_kind() << " CPUs in "
       << testing::goldens_dir() << "/adapters: record them with scripts/make-adapter-goldens.sh";
-  EXPECT_GE(f32_bf16, want_f32_bf16)
-      << "F32/BF16 adapter parity goldens missing for " << testing::goldens_cpu_kind() << " CPUs in "
-      << testing::goldens_dir() << "/adapters: record them with scripts/make-adapter-goldens.sh";
+  EXPECT_GE(f32_bf16, want_f32_bf16) << "F32/BF16 adapter parity goldens missing for "
+                                     << testing::goldens_cpu_kind() << " CPUs in " << testing::goldens_dir()
+                                     << "/adapters: record them with scripts/make-adapter-goldens.sh";
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AdapterParity, ::testing::ValuesIn(golden_files()),

@@ -49,7 +49,8 @@ TEST(Qwen35Adapters, ValueHeadsMoveBetweenPeftAndGgufOrder) {
   beta.target = LoraTarget::ssm_beta;
   beta.rank = 1;
   beta.a = LoraMatrix::of_floats(std::vector<float>(128, 0.5f));
-  beta.b = LoraMatrix::of_floats({10, 11, 20, 21});  // Hugging Face: key head 0's value heads, then key head 1's
+  beta.b =
+      LoraMatrix::of_floats({10, 11, 20, 21});  // Hugging Face: key head 0's value heads, then key head 1's
   adapter.pairs.push_back(beta);
   LoraAdapter moved = adapter;
   reorder_value_heads(moved, base, HeadOrder::peft_to_gguf);
