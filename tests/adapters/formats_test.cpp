@@ -418,7 +418,7 @@ TEST(GgufLora, BadFilesAreRejectedWithTheReason) {
                  {{"blk.0.attn_q.weight.lora_a", 2, 128}, {"blk.0.attn_q.weight.lora_b", 2, 128}}),
        "transposed"},
       {write_raw("unknown-suffix", {{"blk.0.attn_q.weight", 128, 128}}), "neither a .lora_a nor a .lora_b"},
-      {write_raw("unknown-target", {{"blk.0.attn_qkv.weight.lora_a", 128, 2}}), "does not adapt"},
+      {write_raw("unknown-target", {{"blk.0.ssm_conv1d.weight.lora_a", 128, 2}}), "does not adapt"},
       {write_raw("embedding", {{"token_embd.weight.lora_a", 128, 2}}), "does not adapt"},
       {write_raw("model-type", {{"blk.0.attn_q.weight.lora_a", 128, 2}}, "model"), "not an adapter"},
       {write_raw("cvec", {{"blk.0.attn_q.weight.lora_a", 128, 2}}, "adapter", "control_vector"),
