@@ -5,18 +5,28 @@
 # adapters with graft's deterministic tools and checks graft's output token
 # for token, for the GGUF and the PEFT form of each adapter).
 #
-# Each model gets one llama-server with both adapters loaded (--lora a --lora b);
-# each case picks its selection with the per-request "lora" field: none, a, b,
-# and a@0.5 + b (two stacked, as --lora-scaled would).
+# Two sets of adapters, each in its own file per model, each recorded with one
+# llama-server that loads the set's adapters (--lora x --lora y); each case
+# picks its selection with the per-request "lora" field:
+# - <model>.json: a and b in F16; none, a, b, and a@0.5 + b (two stacked, as
+#   --lora-scaled would);
+# - <model>-f32-bf16.json: c in F32 and d in BF16, the types graft keeps as
+#   they are (F16 storage changed their values); c, d, and c@0.5 + d (an F32
+#   and a BF16 adapter stacked).
+# A CPU kind's folder may lack the second file until someone records it there
+# (parity_test counts the files it expects per CPU kind).
 #
-# The stacked case is recorded as graft's spec "b+a@0.5": llama.cpp adds the
+# A stacked case is recorded as graft's spec "y+x@0.5": llama.cpp adds the
 # deltas of its adapters to each projection's output one at a time, the last
-# loaded first (its adapter set is an unordered_map, which libstdc++ iterates
-# in reverse insertion order), and graft adds them in the spec's order. The
+# set first (the adapters of a request, those with a nonzero scale, go in id
+# order into an unordered_map, which libstdc++ iterates in reverse insertion
+# order when it holds two), and graft adds them in the spec's order. The
 # order only changes the last bits of a sum, but through q8_0 activation
 # quantization that can change a token.
 #
-# Usage: scripts/make-adapter-goldens.sh   (GRAFT=path/to/graft to pick the binary)
+# Usage: scripts/make-adapter-goldens.sh   (GRAFT=path/to/graft to pick the
+# binary, LLAMA_BIN=folder of llama.cpp's tools, CASES=arch:vocab:type ...,
+# SETS="f16 f32-bf16" to record only some sets)
 # Needs: llama.cpp's tools (scripts/build-llama-cpp.sh builds them), python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,10 +49,25 @@ N_PREDICT=16
 
 # The shapes must match tests/adapters/parity_test.cpp (it rebuilds everything from the JSON).
 EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
-# Adapter a: rank 8 on every projection; b: rank 16 on attention only. f16, as graft mounts them.
-A_RANK=8 A_ALPHA=16 A_SEED=1 A_TARGETS=all
-B_RANK=16 B_ALPHA=8 B_SEED=2 B_TARGETS=attn
-STRENGTH=1.0 DTYPE=f16
+STRENGTH=1.0
+# Per set: the file suffix, the adapters (id:rank:alpha:seed:targets:dtype,
+# loaded in this order) and the selections (graft spec=id@scale,...).
+# a: rank 8 on every projection; b: rank 16 on attention only; c: rank 8 on
+# every projection in F32; d: rank 16 on the MLP in BF16.
+set_suffix() { case $1 in f16) echo "" ;; f32-bf16) echo "-f32-bf16" ;; esac; }
+set_adapters() {
+  case $1 in
+    f16) echo "a:8:16:1:all:f16 b:16:8:2:attn:f16" ;;
+    f32-bf16) echo "c:8:16:3:all:f32 d:16:32:4:mlp:bf16" ;;
+  esac
+}
+set_selections() {
+  case $1 in
+    f16) echo "none= a=a@1 b=b@1 b+a@0.5=a@0.5,b@1" ;;
+    f32-bf16) echo "c=c@1 d=d@1 d+c@0.5=c@0.5,d@1" ;;
+  esac
+}
+SETS=${SETS:-f16 f32-bf16}
 
 # Small vocabularies keep the test quick: its time goes into the output layer.
 # qwen35 (hybrid): 3 gated delta-net layers and 1 of full attention, tied
@@ -57,26 +82,39 @@ for case in $CASES; do
   "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
     --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KV_HEADS --ffn $FFN --ctx $CTX \
     --type "$type" --seed $SEED "${EXTRA[@]}" >/dev/null
-  "$GRAFT" make-test-adapter --base "$model" --gguf "$WORK/a.gguf" --rank $A_RANK --alpha $A_ALPHA \
-    --seed $A_SEED --targets $A_TARGETS --strength $STRENGTH --dtype $DTYPE >/dev/null
-  "$GRAFT" make-test-adapter --base "$model" --gguf "$WORK/b.gguf" --rank $B_RANK --alpha $B_ALPHA \
-    --seed $B_SEED --targets $B_TARGETS --strength $STRENGTH --dtype $DTYPE >/dev/null
-  "$LLAMA_BIN/llama-server" -m "$model" --lora "$WORK/a.gguf" --lora "$WORK/b.gguf" -c $CTX --parallel 1 \
-    -t "$(nproc)" --host 127.0.0.1 --port $PORT --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-    sleep 0.5
-  done
-  python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KV_HEADS $FFN $CTX $SEED \
-    $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" \
-    $A_RANK $A_ALPHA $A_SEED $A_TARGETS $B_RANK $B_ALPHA $B_SEED $B_TARGETS $STRENGTH $DTYPE $TIED <<'PY'
+  for set in $SETS; do
+    read -r -a ADAPTERS <<<"$(set_adapters "$set")"
+    LORA_ARGS=()
+    for spec in "${ADAPTERS[@]}"; do
+      IFS=: read -r id rank alpha seed targets dtype <<<"$spec"
+      "$GRAFT" make-test-adapter --base "$model" --gguf "$WORK/$id.gguf" --rank "$rank" --alpha "$alpha" \
+        --seed "$seed" --targets "$targets" --strength $STRENGTH --dtype "$dtype" >/dev/null
+      LORA_ARGS+=(--lora "$WORK/$id.gguf")
+    done
+    "$LLAMA_BIN/llama-server" -m "$model" "${LORA_ARGS[@]}" -c $CTX --parallel 1 \
+      -t "$(nproc)" --host 127.0.0.1 --port $PORT --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 120); do
+      if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+      sleep 0.5
+    done
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+    python3 - "$PORT" "$OUT/$name$(set_suffix "$set").json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS \
+      $KV_HEADS $FFN $CTX $SEED $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" \
+      $STRENGTH $TIED "$(set_selections "$set")" "${ADAPTERS[@]}" <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
 build = sys.argv[14]
-a_rank, a_alpha, a_seed, a_targets, b_rank, b_alpha, b_seed, b_targets, strength, dtype = sys.argv[15:25]
-tied = int(sys.argv[25])
+strength = float(sys.argv[15])
+tied = int(sys.argv[16])
+# graft's spec -> {adapter id: llama-server scale}
+selections = {}
+for item in sys.argv[17].split():
+    spec, chosen = item.split("=")
+    selections[spec] = {c.split("@")[0]: float(c.split("@")[1]) for c in chosen.split(",") if c}
+specs = [s.split(":") for s in sys.argv[18:]]  # id, rank, alpha, seed, targets, dtype; loaded in this order
+ids = [s[0] for s in specs]
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -88,11 +126,9 @@ texts = [
     "The quick brown fox",
     "Once upon a time, in a land far away, there lived a",
 ]
-# graft's spec -> llama-server's per-request scales of adapters 0 (a) and 1 (b).
-selections = {"none": [0.0, 0.0], "a": [1.0, 0.0], "b": [0.0, 1.0], "b+a@0.5": [0.5, 1.0]}
 cases = []
-for spec, scales in selections.items():
-    lora = [{"id": i, "scale": s} for i, s in enumerate(scales)]
+for spec, chosen in selections.items():
+    lora = [{"id": i, "scale": chosen.get(name, 0.0)} for i, name in enumerate(ids)]
     for text in texts:
         prompt = post("/tokenize", {"content": text, "add_special": True})["tokens"]
         res = post("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
@@ -100,16 +136,16 @@ for spec, scales in selections.items():
                                    "lora": lora})
         cases.append({"adapter": spec, "text": text, "prompt": prompt, "output": res["tokens"]})
 
-def adapter(rank, alpha, seed, targets):
+def adapter(rank, alpha, seed, targets, dtype):
     return {"rank": int(rank), "alpha": float(alpha), "seed": int(seed), "targets": targets,
-            "strength": float(strength), "dtype": dtype}
+            "strength": strength, "dtype": dtype}
 
 golden = {
-    "generator": f"llama.cpp {build}: llama-server --lora a.gguf --lora b.gguf, per-request lora scales, "
-                 "/completion greedy (temperature 0, top_k 1), no prompt cache",
+    "generator": f"llama.cpp {build}: llama-server " + " ".join(f"--lora {i}.gguf" for i in ids) +
+                 ", per-request lora scales, /completion greedy (temperature 0, top_k 1), no prompt cache",
     "model": {"arch": arch, "vocab": vocab, "embd": embd, "layers": layers, "heads": heads, "kv_heads": kv_heads,
               "ffn": ffn, "ctx": ctx, "type": wtype, "seed": seed},
-    "adapters": {"a": adapter(a_rank, a_alpha, a_seed, a_targets), "b": adapter(b_rank, b_alpha, b_seed, b_targets)},
+    "adapters": {s[0]: adapter(*s[1:]) for s in specs},
     "cases": cases,
 }
 if tied:
@@ -120,7 +156,8 @@ with open(path, "w") as f:
 distinct = len({tuple(c["output"]) for c in cases})
 print(f"{path}: {len(cases)} cases, {distinct} distinct outputs")
 PY
-  kill $SERVER_PID
-  wait $SERVER_PID 2>/dev/null || true
-  SERVER_PID=
+    kill $SERVER_PID
+    wait $SERVER_PID 2>/dev/null || true
+    SERVER_PID=
+  done
 done

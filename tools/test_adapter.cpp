@@ -94,10 +94,11 @@ Result<LoraAdapter> make_test_adapter(const TestAdapterSpec& spec, const BaseMod
       pair.layer = layer;
       pair.target = target;
       pair.rank = spec.rank;
-      pair.a = uniform(size_t(spec.rank * n_in), tensor_seed(spec.seed, name + ".lora_a"),
-                       1.0f / std::sqrt(float(n_in)));
-      pair.b = uniform(size_t(n_out * spec.rank), tensor_seed(spec.seed, name + ".lora_b"),
-                       spec.strength / (std::sqrt(float(spec.rank)) * scale));
+      pair.a = LoraMatrix::of_floats(uniform(
+          size_t(spec.rank * n_in), tensor_seed(spec.seed, name + ".lora_a"), 1.0f / std::sqrt(float(n_in))));
+      pair.b =
+          LoraMatrix::of_floats(uniform(size_t(n_out * spec.rank), tensor_seed(spec.seed, name + ".lora_b"),
+                                        spec.strength / (std::sqrt(float(spec.rank)) * scale)));
       adapter.pairs.push_back(std::move(pair));
     }
   }

@@ -126,11 +126,11 @@ Result<GgufLoraScan> scan_gguf_lora(const fs::path& path) {
   return scan;
 }
 
-Result<LoraSource> source_of(const MappedFile& map, const GgufTensorInfo& t) {
-  if (t.offset + t.size > map.size()) {
+Result<LoraMatrix> matrix_of(const std::shared_ptr<const MappedFile>& map, const GgufTensorInfo& t) {
+  if (t.offset + t.size > map->size()) {
     return errorf("invalid_adapter", "tensor '{}' lies outside the file", t.name);
   }
-  return LoraSource{map.data() + t.offset, t.type, t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]};
+  return LoraMatrix{map->data() + t.offset, t.type, t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3], map};
 }
 
 }  // namespace
@@ -145,7 +145,7 @@ Result<AdapterDescription> describe_gguf_lora(const fs::path& path) {
   return std::move(scan.description);
 }
 
-Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as) {
+Result<LoraAdapter> read_gguf_lora(const fs::path& path) {
   GRAFT_TRY(GgufLoraScan scan, scan_gguf_lora(path));
   auto opened = MappedFile::open(path.string());
   if (!opened) return make_error("invalid_adapter", opened.error().message);
@@ -162,11 +162,11 @@ Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a_source, source_of(*map, *a));
-    GRAFT_TRY(pair.b_source, source_of(*map, *b));
+    GRAFT_TRY(pair.a, matrix_of(map, *a));
+    GRAFT_TRY(pair.b, matrix_of(map, *b));
     adapter.pairs.push_back(std::move(pair));
   }
-  return finish_reading(std::move(adapter), map, as);
+  return adapter;
 }
 
 Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,
@@ -202,7 +202,7 @@ Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,
 
   size_t bytes = 0;
   for (const LoraPair& p : adapter.pairs) {
-    bytes += ggml_row_size(type, int64_t(p.a.size())) + ggml_row_size(type, int64_t(p.b.size()));
+    bytes += ggml_row_size(type, p.a.n) + ggml_row_size(type, p.b.n);
   }
   ggml_init_params params{};
   params.mem_size =
@@ -210,9 +210,15 @@ Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,
   params.no_alloc = false;
   ggml_context_ptr ctx(ggml_init(params));
   if (!ctx) return errorf("io_error", "cannot allocate {} bytes for the adapter", bytes);
-  auto add = [&](const std::string& name, int64_t ne0, int64_t ne1, const std::vector<float>& values) {
+  auto add = [&](const std::string& name, int64_t ne0, int64_t ne1, const LoraMatrix& m) {
     ggml_tensor* t = ggml_new_tensor_2d(ctx.get(), type, ne0, ne1);
     ggml_set_name(t, name.c_str());
+    if (m.type == type) {
+      std::memcpy(t->data, m.data, ggml_nbytes(t));
+      gguf_add_tensor(meta.get(), t);
+      return;
+    }
+    const std::vector<float> values = m.floats();
     if (type == GGML_TYPE_F32) {
       std::memcpy(t->data, values.data(), values.size() * sizeof(float));
     } else if (type == GGML_TYPE_F16) {
@@ -223,13 +229,13 @@ Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,
     gguf_add_tensor(meta.get(), t);
   };
   for (const LoraPair& p : adapter.pairs) {
-    if (p.rank <= 0 || p.a.size() % size_t(p.rank) != 0 || p.b.size() % size_t(p.rank) != 0) {
+    if (p.rank <= 0 || p.a.n % p.rank != 0 || p.b.n % p.rank != 0) {
       return errorf("invalid_argument", "layer {} {}: sizes of a and b do not fit rank {}", p.layer,
                     gguf_target_name(p.target), p.rank);
     }
     const std::string base = base_tensor_name(p.layer, p.target);
-    add(base + ".lora_a", int64_t(p.a.size()) / p.rank, p.rank, p.a);
-    add(base + ".lora_b", p.rank, int64_t(p.b.size()) / p.rank, p.b);
+    add(base + ".lora_a", p.a.n / p.rank, p.rank, p.a);
+    add(base + ".lora_b", p.rank, p.b.n / p.rank, p.b);
   }
   const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   if (!gguf_write_to_file(meta.get(), tmp.c_str(), /*only_meta=*/false)) {

@@ -14,8 +14,8 @@ bool is_gguf_adapter(const fs::path& path);
 
 // Reads the metadata and tensor directory; no weights.
 Result<AdapterDescription> describe_gguf_lora(const fs::path& path);
-// Reads the weights (dequantized to float, or in place), checking them as describe does.
-Result<LoraAdapter> read_gguf_lora(const fs::path& path, WeightsAs as = WeightsAs::floats);
+// Reads the weights (in place, in their own types), checking them as describe does.
+Result<LoraAdapter> read_gguf_lora(const fs::path& path);
 
 struct GgufLoraWriteOptions {
   std::string architecture = "llama";  // general.architecture: must match the base model's

@@ -66,36 +66,20 @@ LoraWeights to_mountable(LoraAdapter adapter) {
     const float own = adapter.scaling.scale_for(pair.rank);
     if (pair.rank != adapter.scaling.rank && own != weights.scale && weights.scale != 0.0f) {
       const float fold = own / weights.scale;
-      if (pair.b_source.data) {
-        pair.b = to_floats(pair.b_source);
-        pair.b_source = {};
-      }
-      for (float& x : pair.b) x *= fold;
+      std::vector<float> b = pair.b.floats();
+      for (float& x : b) x *= fold;
+      pair.b = LoraMatrix::of_floats(std::move(b));
     }
   }
   weights.pairs = std::move(adapter.pairs);
-  weights.sources = std::move(adapter.sources);
   return weights;
-}
-
-LoraAdapter finish_reading(LoraAdapter adapter, std::shared_ptr<const void> mapping, WeightsAs as) {
-  if (as == WeightsAs::in_place) {
-    adapter.sources = std::move(mapping);
-    return adapter;
-  }
-  for (LoraPair& pair : adapter.pairs) {
-    pair.a = to_floats(pair.a_source);
-    pair.b = to_floats(pair.b_source);
-    pair.a_source = pair.b_source = {};
-  }
-  return adapter;
 }
 
 std::vector<LoraModule> modules_of(const LoraAdapter& adapter) {
   std::vector<LoraModule> out;
   for (const auto& p : adapter.pairs) {
     const int64_t rank = std::max(p.rank, 1);
-    out.push_back({p.layer, p.target, p.rank, p.a_size() / rank, p.b_size() / rank});
+    out.push_back({p.layer, p.target, p.rank, p.a.n / rank, p.b.n / rank});
   }
   return out;
 }

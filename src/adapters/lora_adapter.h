@@ -54,28 +54,21 @@ struct AdapterDescription {
   std::vector<int> layers() const;          // distinct, ascending
 };
 
-// An adapter's weights as read from its file.
+// An adapter's weights: as read from its file (each matrix in the file's
+// type, over the file's mapping, which the matrices keep alive), or made in
+// memory (floats).
 struct LoraAdapter {
   LoraScaling scaling;
-  std::vector<LoraPair> pairs;          // sorted by layer, then target
-  std::shared_ptr<const void> sources;  // keeps the pairs' sources (WeightsAs::in_place) alive
+  std::vector<LoraPair> pairs;  // sorted by layer, then target
 };
-
-// How readers hand back the weights: as floats (LoraPair::a, b), or in place
-// (LoraPair sources over the file's mapping, which LoraAdapter::sources
-// keeps), which the engine mounts with no float copy of the whole adapter.
-enum class WeightsAs { floats, in_place };
 
 // Sorts modules and rejects empty adapters, duplicates and bad ranks.
 Status finish_description(AdapterDescription& description, const std::string& where);
 
 // The weights the engine mounts: scale = the nominal alpha / rank, and pairs
-// whose rank differs (PEFT rank_pattern) get their own scale folded into b.
+// whose rank differs (PEFT rank_pattern) get their own scale folded into b
+// (which makes b floats).
 LoraWeights to_mountable(LoraAdapter adapter);
-
-// The last step of a reader, whose pairs hold sources in `mapping`: keeps
-// them in place (and the mapping alive), or turns them into floats.
-LoraAdapter finish_reading(LoraAdapter adapter, std::shared_ptr<const void> mapping, WeightsAs as);
 
 // The modules of a LoraAdapter (n_in, n_out from the sizes of a and b).
 std::vector<LoraModule> modules_of(const LoraAdapter& adapter);

@@ -78,6 +78,7 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
     forget();
     return weights.error();
   }
+  const LoraType type = lora_type_of(*weights);
   auto slot = mount(*weights);
   const auto t2 = std::chrono::steady_clock::now();
   if (!slot) {
@@ -95,13 +96,14 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
   info.size_bytes = d.size_bytes;
   info.layers = d.layers();
   for (LoraTarget t : d.targets()) info.targets.emplace_back(peft_target_name(t));
+  info.type = type;
   info.slot = *slot;
   info.read_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   info.mount_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   GRAFT_LOG_INFO(
-      "loaded adapter '{}' ({}, rank {}, {} matrices) in {:.1f} ms: read {:.1f} ms, mount {:.1f} ms", info.id,
-      format_name(info.format), info.rank, d.modules.size(), info.read_ms + info.mount_ms, info.read_ms,
-      info.mount_ms);
+      "loaded adapter '{}' ({}, rank {}, {} matrices, {}) in {:.1f} ms: read {:.1f} ms, mount {:.1f} ms",
+      info.id, format_name(info.format), info.rank, d.modules.size(), ggml_type_name(ggml_type_of(type)),
+      info.read_ms + info.mount_ms, info.read_ms, info.mount_ms);
   std::lock_guard<std::mutex> lock(state_->mutex);
   State::Entry& entry = state_->entries[adapter.id];
   entry.info = info;

@@ -19,7 +19,7 @@
 
 #include "adapters/spec.h"
 #include "adapters/store.h"
-#include "engine/batch.h"
+#include "model/adapter_route.h"
 
 namespace graft {
 
@@ -39,6 +39,7 @@ struct LoadedAdapter {
   uint64_t size_bytes = 0;  // of its weight file
   std::vector<int> layers;
   std::vector<std::string> targets;  // PEFT module names
+  LoraType type = LoraType::f16;     // what its matrices are kept and computed in
   int slot = -1;                     // the model's LoRA slot
   int users = 0;                     // leases holding it now
   double read_ms = 0.0;              // reading and checking the files

@@ -252,7 +252,7 @@ Result<AdapterDescription> describe_peft(const fs::path& dir) {
 
 namespace {
 
-Result<LoraSource> source_of(const SafetensorsFile& file, const SafetensorsTensor& tensor) {
+Result<LoraMatrix> matrix_of(const SafetensorsFile& file, const SafetensorsTensor& tensor) {
   ggml_type type = GGML_TYPE_F32;
   switch (tensor.float_dtype()) {
     case SafetensorsDtype::f32:
@@ -268,12 +268,12 @@ Result<LoraSource> source_of(const SafetensorsFile& file, const SafetensorsTenso
       return errorf("invalid_file", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
                     file.path(), tensor.name, tensor.dtype);
   }
-  return LoraSource{file.bytes(tensor).data(), type, tensor.numel()};
+  return LoraMatrix{file.bytes(tensor).data(), type, tensor.numel(), file.mapping()};
 }
 
 }  // namespace
 
-Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
+Result<LoraAdapter> read_peft(const fs::path& dir) {
   GRAFT_TRY(PeftScan scan, scan_peft(dir));
   LoraAdapter adapter;
   adapter.scaling = scan.description.scaling;
@@ -284,11 +284,11 @@ Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as) {
     pair.layer = m.layer;
     pair.target = m.target;
     pair.rank = m.rank;
-    GRAFT_TRY(pair.a_source, source_of(*scan.file, *a));
-    GRAFT_TRY(pair.b_source, source_of(*scan.file, *b));
+    GRAFT_TRY(pair.a, matrix_of(*scan.file, *a));
+    GRAFT_TRY(pair.b, matrix_of(*scan.file, *b));
     adapter.pairs.push_back(std::move(pair));
   }
-  return finish_reading(std::move(adapter), scan.file->mapping(), as);
+  return adapter;
 }
 
 Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWriteOptions& options) {
@@ -307,16 +307,16 @@ Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWri
   std::set<LoraTarget> targets;
   std::set<int> layers;
   for (const LoraPair& p : adapter.pairs) {
-    if (p.rank <= 0 || p.a.size() % size_t(p.rank) != 0 || p.b.size() % size_t(p.rank) != 0) {
+    if (p.rank <= 0 || p.a.n % p.rank != 0 || p.b.n % p.rank != 0) {
       return errorf("invalid_argument", "layer {} {}: sizes of a and b do not fit rank {}", p.layer,
                     peft_target_name(p.target), p.rank);
     }
-    const int64_t n_in = int64_t(p.a.size()) / p.rank;
-    const int64_t n_out = int64_t(p.b.size()) / p.rank;
+    const int64_t n_in = p.a.n / p.rank;
+    const int64_t n_out = p.b.n / p.rank;
     GRAFT_TRY_STATUS(
-        writer.add(peft_tensor_name(p.layer, p.target, false), {p.rank, n_in}, p.a, options.dtype));
+        writer.add(peft_tensor_name(p.layer, p.target, false), {p.rank, n_in}, p.a.floats(), options.dtype));
     GRAFT_TRY_STATUS(
-        writer.add(peft_tensor_name(p.layer, p.target, true), {n_out, p.rank}, p.b, options.dtype));
+        writer.add(peft_tensor_name(p.layer, p.target, true), {n_out, p.rank}, p.b.floats(), options.dtype));
     targets.insert(p.target);
     layers.insert(p.layer);
     if (p.rank != config.r) {
@@ -372,29 +372,28 @@ void reorder_value_heads(LoraAdapter& adapter, const BaseModel& base, HeadOrder 
   const size_t hd = size_t(base.ssm_head_dim);
   for (LoraPair& p : adapter.pairs) {
     const size_t rank = size_t(p.rank);
-    auto floats = [](std::vector<float>& values, LoraSource& source) {
-      if (source.data) {
-        values = to_floats(source);
-        source = {};
-      }
+    // Moves whole rows or columns, so the matrix keeps its type: F16 and
+    // BF16 round back exactly; anything else becomes F32 (the type it is
+    // mounted as anyway).
+    auto reorder = [&](LoraMatrix& m, size_t first, size_t unit, size_t stride, size_t count) {
+      std::vector<float> values = m.floats();
+      move_heads(values, from, direction, first, unit, stride, count);
+      const bool keep = m.type == GGML_TYPE_F16 || m.type == GGML_TYPE_BF16;
+      m = LoraMatrix::of_floats(std::move(values), keep ? m.type : GGML_TYPE_F32);
     };
     switch (p.target) {
       case LoraTarget::attn_qkv:  // B: [2 * key_dim + value_dim, rank]; the v rows come last
-        floats(p.b, p.b_source);
-        move_heads(p.b, from, direction, 2 * size_t(k_heads) * hd * rank, hd * rank, 0, 1);
+        reorder(p.b, 2 * size_t(k_heads) * hd * rank, hd * rank, 0, 1);
         break;
       case LoraTarget::attn_gate:  // B: [value_dim, rank]
-        floats(p.b, p.b_source);
-        move_heads(p.b, from, direction, 0, hd * rank, 0, 1);
+        reorder(p.b, 0, hd * rank, 0, 1);
         break;
       case LoraTarget::ssm_alpha:
       case LoraTarget::ssm_beta:  // B: [n_v_heads, rank]
-        floats(p.b, p.b_source);
-        move_heads(p.b, from, direction, 0, rank, 0, 1);
+        reorder(p.b, 0, rank, 0, 1);
         break;
       case LoraTarget::ssm_out:  // A: [rank, value_dim]
-        floats(p.a, p.a_source);
-        move_heads(p.a, from, direction, 0, hd, size_t(v_heads) * hd, rank);
+        reorder(p.a, 0, hd, size_t(v_heads) * hd, rank);
         break;
       default:
         break;

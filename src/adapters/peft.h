@@ -37,9 +37,9 @@ bool is_peft_folder(const fs::path& dir);
 
 // Reads the config and the safetensors header; no weights.
 Result<AdapterDescription> describe_peft(const fs::path& dir);
-// Reads the weights, checking them against the header as describe_peft does
-// (into vectors from `pool` when one is given).
-Result<LoraAdapter> read_peft(const fs::path& dir, WeightsAs as = WeightsAs::floats);
+// Reads the weights (in place, in their own dtypes), checking them against
+// the header as describe_peft does.
+Result<LoraAdapter> read_peft(const fs::path& dir);
 
 struct PeftWriteOptions {
   std::string base_model_name_or_path;

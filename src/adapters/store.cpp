@@ -158,11 +158,11 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
   return {true, ""};
 }
 
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, WeightsAs as) {
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter) {
   if (!adapter.readable()) return make_error("invalid_adapter", adapter.problem);
   const AdapterDescription& d = *adapter.description;
-  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path(), as);
-  return read_gguf_lora(d.weights_path, as);
+  if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path());
+  return read_gguf_lora(d.weights_path);
 }
 
 Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base) {
@@ -171,7 +171,7 @@ Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseMo
     return errorf(adapter.readable() ? "incompatible_adapter" : "invalid_adapter", "adapter '{}': {}",
                   adapter.id, compat.reason);
   }
-  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter, WeightsAs::in_place));
+  GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter));
   if (adapter.description->format == AdapterFormat::peft) {
     reorder_value_heads(weights, base, HeadOrder::peft_to_gguf);
   }

@@ -58,7 +58,7 @@ Compatibility check_compatibility(const AvailableAdapter& adapter, const BaseMod
 // The weights stay in place in the file's mapping until they are mounted.
 Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseModel& base);
 // Reads the weights as stored (for writing them in another format).
-Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter, WeightsAs as = WeightsAs::floats);
+Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter);
 
 class AdapterStore {
  public:

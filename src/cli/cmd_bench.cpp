@@ -33,6 +33,7 @@ struct BenchOptions {
   int batched_pp = 128;
   int batched_tg = 128;
   int lora_rank = 0;  // > 0: also batched decode with a different adapter per row
+  std::string lora_dtype = "f16";
 };
 
 double now() {
@@ -182,7 +183,7 @@ void run_bench(const BenchOptions& o) {
 }
 
 // A random adapter of the given rank on every projection of every layer.
-LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed) {
+LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed, ggml_type type) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   LoraWeights w;
@@ -201,10 +202,11 @@ LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed) {
       p.layer = l;
       p.target = s.target;
       p.rank = rank;
-      p.a.resize(size_t(rank) * size_t(s.n_in));
-      p.b.resize(size_t(s.n_out) * size_t(rank));
-      for (float& x : p.a) x = normal(rng);
-      for (float& x : p.b) x = normal(rng);
+      std::vector<float> a(size_t(rank) * size_t(s.n_in)), b(size_t(s.n_out) * size_t(rank));
+      for (float& x : a) x = normal(rng);
+      for (float& x : b) x = normal(rng);
+      p.a = LoraMatrix::of_floats(std::move(a), type);
+      p.b = LoraMatrix::of_floats(std::move(b), type);
       w.pairs.push_back(std::move(p));
     }
   }
@@ -214,10 +216,13 @@ LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed) {
 // n_rows streams, each with its own rank-r adapter, against the same without.
 void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptions& o, int n_vocab) {
   constexpr int kAdapters = 8;
+  const ggml_type type = o.lora_dtype == "f32"    ? GGML_TYPE_F32
+                         : o.lora_dtype == "bf16" ? GGML_TYPE_BF16
+                                                  : GGML_TYPE_F16;
   std::vector<AdapterRoute> routes;
   std::vector<double> mounts;
   for (int i = 0; i < kAdapters; ++i) {
-    LoraWeights w = random_adapter(model.config(), o.lora_rank, uint32_t(i + 1));
+    LoraWeights w = random_adapter(model.config(), o.lora_rank, uint32_t(i + 1), type);
     const double t0 = now();
     auto slot = model.mount_lora(w);
     mounts.push_back((now() - t0) * 1000.0);
@@ -230,8 +235,10 @@ void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptio
   }
   std::vector<double> sorted = mounts;
   std::sort(sorted.begin(), sorted.end());
-  std::printf("lora-mount-ms  %12.2f %10s  (median of %d rank-%d mounts; first %.1f, slowest %.1f)\n",
-              sorted[sorted.size() / 2], "-", kAdapters, o.lora_rank, mounts[0], sorted.back());
+  std::printf(
+      "lora-mount-ms  %12.2f %10s  (median of %d rank-%d %s mounts; first %.1f, slowest %.1f; %.1f MiB)\n",
+      sorted[sorted.size() / 2], "-", kAdapters, o.lora_rank, o.lora_dtype.c_str(), mounts[0], sorted.back(),
+      double(model.lora().bytes()) / (1 << 20));
   Stat base = repeat(std::max(1, o.reps - 1), [&] {
     return bench_batched(forward, cache, kAdapters, o.batched_pp, o.batched_tg, n_vocab);
   });
@@ -269,6 +276,9 @@ void add_bench_command(CLI::App& app) {
                   "Also mount 8 random adapters of this rank and decode 8 rows, each with its own")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--lora-dtype", o->lora_dtype, "Type of those adapters' weights: f16, bf16 or f32")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}))
+      ->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }
 

@@ -6,23 +6,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/adapter_route.h"
+
 namespace graft {
 
 using TokenId = int32_t;
 using SeqId = int32_t;
-
-// The mounted adapters a row uses, each with its scale (a stack is the sum of
-// their deltas). Slots index the model's LoRA slots (model/lora.h); n == 0 is
-// the base model.
-struct AdapterRoute {
-  static constexpr int kMaxStack = 4;
-  int n = 0;
-  int slot[kMaxStack] = {};
-  float scale[kMaxStack] = {};
-
-  bool empty() const { return n == 0; }
-  bool operator==(const AdapterRoute&) const = default;
-};
 
 struct BatchRow {
   TokenId token = 0;

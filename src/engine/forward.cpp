@@ -12,20 +12,15 @@ namespace graft {
 
 Forward::Forward(Model& model, KvCache& cache, int n_threads)
     : model_(model), cache_(cache), n_threads_(std::max(1, n_threads)) {
-  backend_ = ggml_backend_cpu_init();
   ggml_threadpool_params params = ggml_threadpool_params_default(n_threads_);
-  threadpool_ = ggml_threadpool_new(&params);
-  ggml_backend_cpu_set_n_threads(backend_, n_threads_);
-  ggml_backend_cpu_set_threadpool(backend_, threadpool_);
-  allocator_ = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+  threadpool_.reset(ggml_threadpool_new(&params));
+  backend_.reset(ggml_backend_cpu_init());
+  ggml_backend_cpu_set_n_threads(backend_.get(), n_threads_);
+  ggml_backend_cpu_set_threadpool(backend_.get(), threadpool_.get());
+  allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
 }
 
-Forward::~Forward() {
-  if (ctx_) ggml_free(ctx_);
-  if (allocator_) ggml_gallocr_free(allocator_);
-  if (backend_) ggml_backend_free(backend_);
-  if (threadpool_) ggml_threadpool_free(threadpool_);
-}
+Forward::~Forward() = default;
 
 Status Forward::check(const Batch& batch) const {
   if (batch.rows.empty()) return errorf("invalid_argument", "empty batch");
@@ -52,10 +47,10 @@ Status Forward::check(const Batch& batch) const {
 }
 
 ggml_tensor* Forward::build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
-                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context*& ctx,
+                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context_ptr& ctx,
                                   GraphContext& g, LoraInputs& lora,
                                   const std::vector<RecurrentInputs::Layer>* recurrent) {
-  if (ctx) ggml_free(ctx);
+  ctx.reset();
   const ModelConfig& c = model.config();
   const size_t max_nodes =
       size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
@@ -64,46 +59,51 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   params.mem_size = memory.size();
   params.mem_buffer = memory.data();
   params.no_alloc = true;
-  ctx = ggml_init(params);
+  ctx.reset(ggml_init(params));
+  if (!ctx) return nullptr;
 
   g = GraphContext{};
-  g.ctx = ctx;
-  g.graph = ggml_new_graph_custom(ctx, max_nodes, false);
+  g.ctx = ctx.get();
+  g.graph = ggml_new_graph_custom(g.ctx, max_nodes, false);
   g.n_rows = shape.n_rows;
   auto input = [&](ggml_tensor* t, const char* name) {
     ggml_set_name(t, name);
     ggml_set_input(t);
     return t;
   };
-  g.tokens = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
-  g.positions = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_rows), "positions");
+  g.tokens = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_rows), "tokens");
+  g.positions = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_rows), "positions");
   if (shape.n_outputs < shape.n_rows) {
-    g.out_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
+    g.out_rows = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, shape.n_outputs), "out_rows");
   }
   g.attention.layers = cache;
-  g.attention.store_rows = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
+  g.attention.store_rows = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I64, shape.n_rows), "store_rows");
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
-    group.mask = input(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    group.mask = input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
     g.attention.groups.push_back(group);
   }
   if (recurrent) {
     g.recurrent.layers = *recurrent;
     for (const auto& [row_begin, n_seqs, n_tokens] : shape.state_groups) {
-      ggml_tensor* slots = input(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_seqs), "state_slots");
+      ggml_tensor* slots = input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, n_seqs), "state_slots");
       g.recurrent.groups.push_back(RecurrentInputs::Group{row_begin, n_seqs, n_tokens, slots});
     }
   }
   lora = LoraInputs{};
   if (shape.lora_used > 0) {
     lora.n_used = shape.lora_used;
-    lora.slots = input(ggml_new_tensor_2d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows), "lora_slots");
+    lora.types = shape.lora_types;
+    const int n_planes = 1 + kLoraTypeCount;
+    lora.routes = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, n_planes),
+                        "lora_routes");
     lora.scales =
-        input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+        input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
     if (g.out_rows) {
-      lora.out_slots =
-          input(ggml_new_tensor_2d(ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs), "lora_out_slots");
-      lora.out_scales = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
+      lora.out_routes =
+          input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, n_planes),
+                "lora_out_routes");
+      lora.out_scales = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
                               "lora_out_scales");
     }
     g.lora = &lora;
@@ -115,12 +115,22 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   return logits;
 }
 
-void Forward::build(const Shape& shape) {
+Status Forward::build(const Shape& shape) {
+  have_graph_ = false;
   const RecurrentState* state = cache_.recurrent();
   logits_ = build_graph(model_, cache_.layer_tensors(), shape, graph_memory_, ctx_, graph_, lora_inputs_,
                         state ? &state->layer_tensors() : nullptr);
-  if (!ggml_gallocr_alloc_graph(allocator_, graph_.graph)) {
-    GRAFT_LOG_ERROR("cannot allocate the compute graph");
+  if (!logits_)
+    return errorf("out_of_memory", "cannot allocate the graph of a batch of {} rows", shape.n_rows);
+  if (!ggml_gallocr_alloc_graph(allocator_.get(), graph_.graph)) {
+    size_t needed = 0;
+    ggml_gallocr_reserve_n_size(allocator_.get(), graph_.graph, nullptr, nullptr, &needed);
+    // A failed allocator keeps the failed graph's plan: start afresh.
+    allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+    ctx_.reset();
+    return errorf("out_of_memory",
+                  "cannot allocate {} MiB of compute memory for a batch of {} rows ({} with logits)",
+                  (needed + (size_t(1) << 20) - 1) >> 20, shape.n_rows, shape.n_outputs);
   }
   shape_ = shape;
   have_graph_ = true;
@@ -128,6 +138,7 @@ void Forward::build(const Shape& shape) {
   GRAFT_LOG_DEBUG(
       "graph built: {} rows, {} outputs, {} attention windows, {} adapters per row, {} q4_rows inputs",
       shape.n_rows, shape.n_outputs, shape.windows.size(), shape.lora_used, graph_.quantized.size());
+  return {};
 }
 
 Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_cells, int n_rows,
@@ -140,6 +151,8 @@ Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_c
   params.no_alloc = true;
   ggml_context_ptr cache_ctx(ggml_init(params));
   ggml_backend_buffer_ptr none(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0));
+  Measure m;
+  if (!cache_ctx || !none) return m;
   std::vector<AttentionInputs::Layer> cache;
   for (int il = 0; il < c.n_layer; ++il) {
     AttentionInputs::Layer layer;
@@ -164,28 +177,28 @@ Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_c
       windows.empty() ? std::vector<KvCache::Window>{{0, shape.n_rows, 0, n_cells}} : std::move(windows);
   if (c.has_recurrent_layers()) shape.state_groups = {{0, 1, shape.n_rows}};
   std::vector<uint8_t> memory;
-  ggml_context* ctx = nullptr;
+  ggml_context_ptr ctx;
   GraphContext g;
   LoraInputs lora;
-  build_graph(model, cache, shape, memory, ctx, g, lora, c.has_recurrent_layers() ? &recurrent : nullptr);
-  Measure m;
-  ggml_gallocr_t allocator = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-  ggml_gallocr_reserve_n_size(allocator, g.graph, nullptr, nullptr, &m.compute_bytes);
-  ggml_gallocr_free(allocator);
+  if (!build_graph(model, cache, shape, memory, ctx, g, lora,
+                   c.has_recurrent_layers() ? &recurrent : nullptr)) {
+    return m;
+  }
+  ggml_gallocr_ptr allocator(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_reserve_n_size(allocator.get(), g.graph, nullptr, nullptr, &m.compute_bytes);
   m.work_bytes = ggml_graph_plan(g.graph, std::max(1, n_threads), nullptr).work_size;
   m.n_nodes = ggml_graph_n_nodes(g.graph);
-  ggml_free(ctx);
   return m;
 }
 
-void Forward::reserve(int n_rows, int n_outputs) {
-  if (n_rows <= 0) return;
+Status Forward::reserve(int n_rows, int n_outputs) {
+  if (n_rows <= 0) return {};
   Shape shape;
   shape.n_rows = n_rows;
   shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
   shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
   if (cache_.recurrent()) shape.state_groups = {{0, 1, n_rows}};
-  build(shape);
+  GRAFT_TRY_STATUS(build(shape));
   --graphs_built_;  // not a batch's graph
   // Fault the compute buffer in now, not in the first batch: on VMs the
   // first write to fresh memory is slow, and a server's first request would
@@ -195,6 +208,7 @@ void Forward::reserve(int n_rows, int n_outputs) {
     ggml_tensor* t = ggml_graph_node(graph_.graph, i);
     if (t->data && !t->view_src) std::memset(t->data, 0, ggml_nbytes(t));
   }
+  return {};
 }
 
 void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement) {
@@ -224,33 +238,60 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     const std::vector<SeqId>& seqs = placement.state_groups[i].seqs;
     std::copy(seqs.begin(), seqs.end(), static_cast<int32_t*>(g.recurrent.groups[i].slots->data));
   }
-  if (g.lora) {
-    const LoraSet& lora = model_.lora();
-    const int n_used = lora_inputs_.n_used;
-    int any_slot = 0;
-    while (!lora.mounted(any_slot)) ++any_slot;  // some row routes to a mounted slot
-    auto* slots = static_cast<int32_t*>(lora_inputs_.slots->data);
-    auto* scales = static_cast<float*>(lora_inputs_.scales->data);
-    for (int r = 0; r < n; ++r) {
-      const AdapterRoute& route = batch.rows[size_t(r)].adapters;
-      for (int u = 0; u < n_used; ++u) {
-        const bool real = u < route.n;
-        // Padding entries (scale 0) point at a mounted slot: other slots may hold no data.
-        slots[r * n_used + u] = real ? route.slot[u] : (route.n > 0 ? route.slot[0] : any_slot);
-        scales[r * n_used + u] = real ? route.scale[u] * lora.scale(route.slot[u]) : 0.0f;
-      }
-    }
-    // (A graph that applies no adapter after selecting the output rows leaves these unallocated.)
-    if (lora_inputs_.out_slots && lora_inputs_.out_slots->data && lora_inputs_.out_scales->data) {
-      const auto* out = static_cast<const int32_t*>(g.out_rows->data);
-      auto* out_slots = static_cast<int32_t*>(lora_inputs_.out_slots->data);
-      auto* out_scales = static_cast<float*>(lora_inputs_.out_scales->data);
-      for (int k = 0; k < shape_.n_outputs; ++k) {
-        std::copy_n(slots + out[k] * n_used, n_used, out_slots + k * n_used);
-        std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
-      }
+  if (g.lora) set_lora_inputs(batch);
+}
+
+void Forward::set_lora_inputs(const Batch& batch) {
+  const LoraSet& lora = model_.lora();
+  const LoraInputs& in = lora_inputs_;
+  const int n = int(batch.size());
+  const int n_used = in.n_used;
+  // Entries of another type, and padding (scale 0), point at a mounted adapter of each type.
+  std::array<int32_t, kLoraTypeCount> fill{};
+  for (int t = 0; t < kLoraTypeCount; ++t) fill[size_t(t)] = lora.any_index(LoraType(t));
+  auto* routes = static_cast<int32_t*>(in.routes->data);
+  auto* scales = static_cast<float*>(in.scales->data);
+  const size_t plane = size_t(n_used) * size_t(n);
+  for (int r = 0; r < n; ++r) {
+    const AdapterRoute& route = batch.rows[size_t(r)].adapters;
+    for (int u = 0; u < n_used; ++u) {
+      const size_t e = size_t(r * n_used + u);
+      for (int t = 0; t < kLoraTypeCount; ++t) routes[(1 + size_t(t)) * plane + e] = fill[size_t(t)];
+      routes[e] = 0;
+      scales[e] = 0.0f;
+      if (u >= route.n) continue;
+      const LoraSet::Place place = lora.place(route.slot[u]);
+      routes[e] = int32_t(place.type);
+      routes[(1 + size_t(place.type)) * plane + e] = place.index;
+      scales[e] = route.scale[u] * lora.scale(route.slot[u]);
     }
   }
+  // Unallocated when no layer reads them: a model that selects its output
+  // rows only after the last layer (qwen35) adds no delta to output rows alone.
+  if (in.out_routes && in.out_routes->data) {
+    const auto* out = static_cast<const int32_t*>(graph_.out_rows->data);
+    auto* out_routes = static_cast<int32_t*>(in.out_routes->data);
+    auto* out_scales = static_cast<float*>(in.out_scales->data);
+    const size_t out_plane = size_t(n_used) * size_t(shape_.n_outputs);
+    for (int k = 0; k < shape_.n_outputs; ++k) {
+      for (int p = 0; p < 1 + kLoraTypeCount; ++p) {
+        std::copy_n(routes + size_t(p) * plane + size_t(out[k] * n_used), n_used,
+                    out_routes + size_t(p) * out_plane + size_t(k * n_used));
+      }
+      std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
+    }
+  }
+}
+
+void Forward::unplace(const Batch& batch) {
+  // Each sequence's rows continue it: dropping its positions from its first
+  // row on restores it.
+  std::vector<std::pair<SeqId, int32_t>> firsts;
+  for (const BatchRow& row : batch.rows) {
+    auto it = std::find_if(firsts.begin(), firsts.end(), [&](const auto& f) { return f.first == row.seq; });
+    if (it == firsts.end()) firsts.emplace_back(row.seq, row.pos);
+  }
+  for (const auto& [seq, pos] : firsts) cache_.seq_truncate(seq, pos);
 }
 
 Result<LogitsView> Forward::run(const Batch& batch) {
@@ -265,13 +306,24 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   for (const KvCache::StateGroup& sg : placement.state_groups) {
     shape.state_groups.push_back({sg.row_begin, sg.n_seqs, sg.n_tokens});
   }
-  for (const BatchRow& row : batch.rows) shape.lora_used = std::max(shape.lora_used, row.adapters.n);
-  shape.lora_version = shape.lora_used > 0 ? model_.lora().version() : 0;
-  if (!have_graph_ || !(shape == shape_)) build(shape);
+  const LoraSet& lora = model_.lora();
+  for (const BatchRow& row : batch.rows) {
+    shape.lora_used = std::max(shape.lora_used, row.adapters.n);
+    for (int i = 0; i < row.adapters.n; ++i)
+      shape.lora_types[size_t(lora.place(row.adapters.slot[i]).type)] = true;
+  }
+  shape.lora_version = shape.lora_used > 0 ? lora.version() : 0;
+  if (!have_graph_ || !(shape == shape_)) {
+    if (Status built = build(shape); !built) {
+      unplace(batch);
+      return built.error();
+    }
+  }
 
   set_inputs(batch, placement);
-  const ggml_status status = ggml_backend_graph_compute(backend_, graph_.graph);
+  const ggml_status status = ggml_backend_graph_compute(backend_.get(), graph_.graph);
   if (status != GGML_STATUS_SUCCESS) {
+    unplace(batch);
     return errorf("compute_failed", "the forward pass failed ({})", ggml_status_to_string(status));
   }
   LogitsView view;

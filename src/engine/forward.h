@@ -10,8 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include <ggml-alloc.h>
-#include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
 #include "engine/batch.h"
@@ -38,12 +37,15 @@ class Forward {
   Forward& operator=(const Forward&) = delete;
 
   // Errors (bad token, unknown sequence, position gap, no room, unmounted
-  // adapter) leave the cache as it was.
+  // adapter) leave the cache as it was; so does "out_of_memory" (the compute
+  // buffer for the batch cannot be allocated), after which smaller batches
+  // still run.
   Result<LogitsView> run(const Batch& batch);
 
   // Sizes the compute buffer for batches of up to n_rows rows and n_outputs
   // logits rows over the whole cache, so that such batches never grow it.
-  void reserve(int n_rows, int n_outputs);
+  // Errors: "out_of_memory", naming the size.
+  Status reserve(int n_rows, int n_outputs);
 
   // The memory one batch shape needs, measured by building its graph over a
   // cache of n_cells cells of kv_type, allocating and computing nothing:
@@ -62,7 +64,7 @@ class Forward {
 
   int n_threads() const { return n_threads_; }
   // Bytes of the compute buffer ggml's allocator holds now.
-  size_t compute_buffer_bytes() const { return ggml_gallocr_get_buffer_size(allocator_, 0); }
+  size_t compute_buffer_bytes() const { return ggml_gallocr_get_buffer_size(allocator_.get(), 0); }
   // Graphs built so far (a batch of the same shape as the last reuses its graph).
   int graphs_built() const { return graphs_built_; }
 
@@ -72,33 +74,43 @@ class Forward {
     int n_outputs = 0;
     std::vector<KvCache::Window> windows;
     int lora_used = 0;
+    std::array<bool, kLoraTypeCount> lora_types{};
     uint64_t lora_version = 0;
     std::vector<std::array<int, 3>> state_groups;  // hybrid models: row_begin, n_seqs, n_tokens
     bool operator==(const Shape&) const = default;
   };
   Status check(const Batch& batch) const;
-  void build(const Shape& shape);
+  Status build(const Shape& shape);
   // Creates the graph of a batch of this shape in `memory` (resized as
   // needed) over the cache tensors and, for hybrid models, the recurrent
-  // state tensors (null otherwise); returns the logits tensor.
+  // state tensors (null otherwise); returns the logits tensor, or null when
+  // the graph's context cannot be made. Its LoRA inputs are laid out for the
+  // model's mounted adapters (see set_lora_inputs).
   static ggml_tensor* build_graph(const Model& model, const std::vector<AttentionInputs::Layer>& cache,
-                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context*& ctx,
+                                  const Shape& shape, std::vector<uint8_t>& memory, ggml_context_ptr& ctx,
                                   GraphContext& g, LoraInputs& lora,
                                   const std::vector<RecurrentInputs::Layer>* recurrent);
   void set_inputs(const Batch& batch, const KvCache::Placement& placement);
+  void set_lora_inputs(const Batch& batch);
+  // Takes a batch's rows back out of the cache (after a failed pass).
+  void unplace(const Batch& batch);
 
   Model& model_;
   KvCache& cache_;
   int n_threads_;
-  ggml_backend_t backend_ = nullptr;
-  ggml_threadpool_t threadpool_ = nullptr;
-  ggml_gallocr_t allocator_ = nullptr;
+  struct ThreadpoolFree {
+    void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
+  };
+  // Declared in the order they depend on each other (destroyed in reverse).
+  std::unique_ptr<ggml_threadpool, ThreadpoolFree> threadpool_;
+  ggml_backend_ptr backend_;  // runs on threadpool_
+  ggml_gallocr_ptr allocator_;
 
   // The current graph and its inputs.
   Shape shape_;
   bool have_graph_ = false;
   std::vector<uint8_t> graph_memory_;
-  ggml_context* ctx_ = nullptr;
+  ggml_context_ptr ctx_;  // in graph_memory_
   GraphContext graph_;
   LoraInputs lora_inputs_;
   ggml_tensor* logits_ = nullptr;

@@ -41,26 +41,27 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (2 * size_t(config.n_layer) + 1);
   params.no_alloc = true;
-  cache->ctx_ = ggml_init(params);
+  cache->ctx_.reset(ggml_init(params));
   for (int il = 0; il < config.n_layer; ++il) {
     AttentionInputs::Layer layer;
     if (config.is_recurrent(il)) {  // no KV cells: a recurrent state instead
       cache->layers_.push_back(layer);
       continue;
     }
-    layer.k = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
-    layer.v = ggml_new_tensor_2d(cache->ctx_, options.type, config.n_embd_kv(), options.n_cells);
+    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
+    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
     ggml_format_name(layer.k, "cache_k.%d", il);
     ggml_format_name(layer.v, "cache_v.%d", il);
     cache->layers_.push_back(layer);
   }
   if (config.n_recurrent_layers() < config.n_layer) {
-    cache->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_, ggml_backend_cpu_buffer_type());
+    cache->buffer_.reset(
+        ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_.get(), ggml_backend_cpu_buffer_type()));
     if (!cache->buffer_) {
       return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
                     cache->bytes_per_token() * size_t(options.n_cells) >> 20);
     }
-    ggml_backend_buffer_clear(cache->buffer_, 0);
+    ggml_backend_buffer_clear(cache->buffer_.get(), 0);
   }
   if (config.has_recurrent_layers()) {
     GRAFT_TRY(cache->state_,
@@ -82,14 +83,11 @@ KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type)
   return f;
 }
 
-KvCache::~KvCache() {
-  if (buffer_) ggml_backend_buffer_free(buffer_);
-  if (ctx_) ggml_free(ctx_);
-}
+KvCache::~KvCache() = default;
 
 size_t KvCache::bytes_total() const {
   const size_t states = state_ ? state_->bytes_per_state() * size_t(n_seq_max_) : 0;
-  return (buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0) + states;
+  return (buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0) + states;
 }
 
 size_t KvCache::bytes_per_token() const {

@@ -18,8 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "engine/batch.h"
 #include "engine/recurrent_state.h"
@@ -169,8 +168,8 @@ class KvCache {
   int used_end_ = 0;  // 1 + the highest cell in use
   int n_seq_max_ = 0;
   ggml_type type_ = GGML_TYPE_F16;
-  ggml_context* ctx_ = nullptr;
-  ggml_backend_buffer_t buffer_ = nullptr;
+  ggml_context_ptr ctx_;
+  ggml_backend_buffer_ptr buffer_;
   std::vector<AttentionInputs::Layer> layers_;
   std::unique_ptr<RecurrentState> state_;  // hybrid models
   std::vector<bool> state_valid_;          // per sequence: its live state matches its length

@@ -70,10 +70,12 @@ RowResult sample_row(ModelSampler& s, const float* row, int n_vocab) {
 class ModelExecutor : public Executor {
  public:
   ModelExecutor(Model& model, std::unique_ptr<KvCache> cache, int n_threads, const ExecutorLimits& limits)
-      : model_(model), cache_(std::move(cache)), forward_(model_, *cache_, n_threads), limits_(limits) {
-    // The compute buffer for the largest batch, up front: otherwise each
-    // batch larger than all before reallocates it (and faults in new pages).
-    forward_.reserve(limits_.max_batch_rows, std::min(limits_.max_batch_rows, limits_.max_sequences));
+      : model_(model), cache_(std::move(cache)), forward_(model_, *cache_, n_threads), limits_(limits) {}
+
+  // The compute buffer for the largest batch, up front: otherwise each
+  // batch larger than all before reallocates it (and faults in new pages).
+  Status reserve() {
+    return forward_.reserve(limits_.max_batch_rows, std::min(limits_.max_batch_rows, limits_.max_sequences));
   }
 
   const ExecutorLimits& limits() const override { return limits_; }
@@ -159,8 +161,9 @@ Result<std::unique_ptr<Executor>> make_model_executor(Model& model, const ModelE
   }
   int threads =
       options.n_threads > 0 ? options.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-  return std::unique_ptr<Executor>(
-      std::make_unique<ModelExecutor>(model, std::move(cache), std::max(threads, 1), limits));
+  auto executor = std::make_unique<ModelExecutor>(model, std::move(cache), std::max(threads, 1), limits);
+  GRAFT_TRY_STATUS(executor->reserve());
+  return std::unique_ptr<Executor>(std::move(executor));
 }
 
 }  // namespace graft

@@ -18,19 +18,21 @@ Result<std::unique_ptr<RecurrentState>> RecurrentState::create(const ModelConfig
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (2 * size_t(config.n_layer) + 1);
   params.no_alloc = true;
-  state->ctx_ = ggml_init(params);
+  state->ctx_.reset(ggml_init(params));
+  if (!state->ctx_) return errorf("out_of_memory", "cannot allocate the recurrent state tensors");
   state->layers_.resize(size_t(config.n_layer));
   for (int il = 0; il < config.n_layer; ++il) {
     if (!config.is_recurrent(il)) continue;
     RecurrentInputs::Layer& l = state->layers_[size_t(il)];
-    l.conv = ggml_new_tensor_2d(state->ctx_, GGML_TYPE_F32, config.ssm.conv_state_size(), n_slots);
-    l.delta = ggml_new_tensor_2d(state->ctx_, GGML_TYPE_F32, config.ssm.delta_state_size(), n_slots);
+    l.conv = ggml_new_tensor_2d(state->ctx_.get(), GGML_TYPE_F32, config.ssm.conv_state_size(), n_slots);
+    l.delta = ggml_new_tensor_2d(state->ctx_.get(), GGML_TYPE_F32, config.ssm.delta_state_size(), n_slots);
     ggml_format_name(l.conv, "conv_state.%d", il);
     ggml_format_name(l.delta, "delta_state.%d", il);
     state->bytes_per_state_ += l.conv->nb[1] + l.delta->nb[1];
   }
   // Not cleared: pages are touched only when a slot is first written.
-  state->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(state->ctx_, ggml_backend_cpu_buffer_type());
+  state->buffer_.reset(
+      ggml_backend_alloc_ctx_tensors_from_buft(state->ctx_.get(), ggml_backend_cpu_buffer_type()));
   if (!state->buffer_) {
     return errorf("out_of_memory", "cannot reserve {} MiB for recurrent states",
                   state->bytes_per_state_ * size_t(n_slots) >> 20);
@@ -38,10 +40,7 @@ Result<std::unique_ptr<RecurrentState>> RecurrentState::create(const ModelConfig
   return state;
 }
 
-RecurrentState::~RecurrentState() {
-  if (buffer_) ggml_backend_buffer_free(buffer_);
-  if (ctx_) ggml_free(ctx_);
-}
+RecurrentState::~RecurrentState() = default;
 
 int RecurrentState::n_snapshots() const {
   return int(

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml.h>
 
 #include "engine/batch.h"
@@ -70,8 +71,8 @@ class RecurrentState {
   int n_seq_ = 0;
   size_t bytes_per_state_ = 0;
   std::vector<Snapshot> snapshots_;  // snapshot j lives in slot n_seq_ + j
-  ggml_context* ctx_ = nullptr;
-  ggml_backend_buffer_t buffer_ = nullptr;
+  ggml_context_ptr ctx_;
+  ggml_backend_buffer_ptr buffer_;
   std::vector<RecurrentInputs::Layer> layers_;
 };
 

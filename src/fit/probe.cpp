@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -14,8 +15,8 @@
 #include <ggml-cpu.h>
 
 #include "fit/system.h"
+#include "model/cpu_repack.h"
 #include "model/q4_rows.h"
-#include "model/weights_loader.h"
 #include "util/log.h"
 
 namespace graft::fit {
@@ -31,15 +32,11 @@ constexpr ggml_type kProbedTypes[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q
 class Runner {
  public:
   explicit Runner(int threads) {
-    backend_ = ggml_backend_cpu_init();
     ggml_threadpool_params params = ggml_threadpool_params_default(threads);
-    pool_ = ggml_threadpool_new(&params);
-    ggml_backend_cpu_set_n_threads(backend_, threads);
-    ggml_backend_cpu_set_threadpool(backend_, pool_);
-  }
-  ~Runner() {
-    ggml_backend_free(backend_);
-    ggml_threadpool_free(pool_);
+    pool_.reset(ggml_threadpool_new(&params));
+    backend_.reset(ggml_backend_cpu_init());
+    ggml_backend_cpu_set_n_threads(backend_.get(), threads);
+    ggml_backend_cpu_set_threadpool(backend_.get(), pool_.get());
   }
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
@@ -47,19 +44,23 @@ class Runner {
   // The best of `reps` timed runs, after one untimed run: what the machine
   // can do (other programs' load only ever slows a run down).
   double seconds(ggml_cgraph* graph, int reps) {
-    ggml_backend_graph_compute(backend_, graph);
+    ggml_backend_graph_compute(backend_.get(), graph);
     double best = 1e30;
     for (int i = 0; i < reps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      ggml_backend_graph_compute(backend_, graph);
+      ggml_backend_graph_compute(backend_.get(), graph);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return std::max(best, 1e-9);
   }
 
  private:
-  ggml_backend_t backend_ = nullptr;
-  ggml_threadpool_t pool_ = nullptr;
+  struct ThreadpoolFree {
+    void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
+  };
+  // Declared in the order they depend on each other (destroyed in reverse).
+  std::unique_ptr<ggml_threadpool, ThreadpoolFree> pool_;
+  ggml_backend_ptr backend_;  // runs on pool_
 };
 
 ggml_context_ptr new_context(size_t n_tensors, size_t graph_nodes = 0) {
@@ -87,17 +88,6 @@ struct Weight {
   ggml_tensor* w = nullptr;
   int64_t bytes() const { return int64_t(ggml_nbytes(w)); }
 };
-
-bool repacks(ggml_backend_buffer_type_t repack, ggml_tensor* w) {
-  if (!repack) return false;
-  ggml_context_ptr ctx = new_context(4);
-  ggml_backend_buffer_ptr dummy(ggml_backend_buft_alloc_buffer(repack, 0));
-  ggml_tensor* probe = ggml_new_tensor_2d(ctx.get(), w->type, w->ne[0], w->ne[1]);
-  probe->buffer = dummy.get();
-  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, w->ne[0], 512);
-  return ggml_backend_dev_supports_op(ggml_backend_buft_get_device(repack),
-                                      ggml_mul_mat(ctx.get(), probe, x));
-}
 
 Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   Weight m;

@@ -1,15 +1,12 @@
 #include "io/gguf_file.h"
 
+#include <ggml-cpp.h>
 #include <gguf.h>
 
 #include <cstdio>
 #include <filesystem>
 
 namespace graft {
-
-void GgufFile::Free::operator()(gguf_context* ctx) const {
-  gguf_free(ctx);
-}
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
   std::error_code ec;
@@ -22,12 +19,13 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   gguf_init_params params{};
   params.no_alloc = true;
   params.ctx = nullptr;
-  gguf_context* ctx = gguf_init_from_file(path.c_str(), params);
+  gguf_context_ptr owned(gguf_init_from_file(path.c_str(), params));
+  gguf_context* ctx = owned.get();
   if (!ctx) {
     return errorf("invalid_file",
                   "{}: not a readable GGUF file (bad magic, unsupported version, or truncated header)", path);
   }
-  file.ctx_.reset(ctx, Free{});
+  file.ctx_ = std::move(owned);
   const size_t data_offset = gguf_get_data_offset(ctx);
   const int64_t n = gguf_get_n_tensors(ctx);
   file.tensors_.reserve(static_cast<size_t>(n));

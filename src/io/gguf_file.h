@@ -59,11 +59,8 @@ class GgufFile {
   std::vector<std::string> keys() const;
 
  private:
-  struct Free {
-    void operator()(gguf_context* ctx) const;
-  };
   std::string path_;
-  std::shared_ptr<gguf_context> ctx_;
+  std::shared_ptr<gguf_context> ctx_;  // freed by ggml-cpp.h's gguf_context_deleter
   size_t file_size_ = 0;
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;

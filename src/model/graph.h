@@ -5,6 +5,7 @@
 // The engine (engine/forward.cpp) creates the inputs and fills them.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -39,11 +40,15 @@ struct AttentionInputs {
 // Per-row adapter routing for one batch, present only when some row of the
 // batch uses an adapter.
 struct LoraInputs {
-  int n_used = 0;                 // the largest route (stack) size in the batch
-  ggml_tensor* slots = nullptr;   // I32 [n_used, n_rows]
+  int n_used = 0;                            // the largest route (stack) size in the batch
+  std::array<bool, kLoraTypeCount> types{};  // the adapter types (LoraType) some row uses
+  // I32 [n_used, n_rows, 1 + kLoraTypeCount]: plane 0 each entry's LoraType,
+  // plane 1 + t its slot among type t's stacks (a mounted one where the
+  // entry is of another type or pads the route).
+  ggml_tensor* routes = nullptr;
   ggml_tensor* scales = nullptr;  // F32 [1, n_used, n_rows]: route scale x adapter scale (0 pads)
   // The same for the output rows only (after select_output_rows); null when every row is an output.
-  ggml_tensor* out_slots = nullptr;   // I32 [n_used, n_outputs]
+  ggml_tensor* out_routes = nullptr;  // I32 [n_used, n_outputs, 1 + kLoraTypeCount]
   ggml_tensor* out_scales = nullptr;  // F32 [1, n_used, n_outputs]
 };
 

@@ -1,6 +1,8 @@
 #include "model/layers.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 #include "model/lora_ops.h"
@@ -45,20 +47,32 @@ ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
 }
 
 // y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
-// [n_in, n_rows] and y [n_out, n_rows]. The deltas go into y one at a time, in
+// [n_in, n_rows] and y [n_out, n_rows]: the A products through the stacks of
+// each adapter type the batch uses, then the deltas into y one at a time, in
 // the selection's order, as llama.cpp applies its adapters: summing them
 // first rounds differently, and through q8_0 activations that can change a
 // greedy token.
-ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet::Stack& stack, ggml_tensor* x, ggml_tensor* y) {
+ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet& lora, int layer, LoraTarget target,
+                             ggml_tensor* x, ggml_tensor* y) {
   ggml_context* ctx = g.ctx;
   const LoraInputs& in = *g.lora;
   // After select_output_rows only the output rows are left.
-  const bool outputs_only = in.out_slots && x->ne[1] != g.n_rows;
-  ggml_tensor* slots = outputs_only ? in.out_slots : in.slots;
+  const bool outputs_only = in.out_routes && x->ne[1] != g.n_rows;
+  ggml_tensor* routes = outputs_only ? in.out_routes : in.routes;
   ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
   ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
-  ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);  // [rank, n_used, n_rows]
-  return lora_b_add(ctx, y, stack.b, ax, slots, scales);
+  std::array<LoraProducts, kLoraTypeCount> groups;
+  size_t n_groups = 0;
+  for (int t = 0; t < kLoraTypeCount; ++t) {
+    const LoraSet::Stack stack = lora.stack(layer, target, LoraType(t));
+    if (!in.types[size_t(t)] || !stack.a) continue;
+    ggml_tensor* slots =
+        ggml_view_2d(ctx, routes, routes->ne[0], routes->ne[1], routes->nb[1], size_t(1 + t) * routes->nb[2]);
+    ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);  // [rank, n_used, n_rows]
+    groups[n_groups++] = {stack.b, ax};
+  }
+  if (n_groups == 0) return y;
+  return lora_b_add(ctx, y, routes, scales, std::span(groups.data(), n_groups));
 }
 
 // y + scale * B (A x) for the trainable pair of (layer, target), if any.
@@ -110,10 +124,7 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
                          LoraTarget target, ggml_tensor* bias) {
   ggml_tensor* y = mul_mat(g, w, x);
   if (g.training) y = add_trainable_delta(g, x, y, layer, target);
-  if (g.lora) {
-    LoraSet::Stack stack = model.lora().stack(layer, target);
-    if (stack.a) y = add_lora_deltas(g, stack, x, y);
-  }
+  if (g.lora) y = add_lora_deltas(g, model.lora(), layer, target, x, y);
   if (bias) y = ggml_add(g.ctx, y, bias);
   return y;
 }

@@ -1,26 +1,47 @@
 #include "model/lora_ops.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include <ggml-cpu.h>
 
+#include "model/lora.h"
+
 namespace graft {
 
 namespace {
 
-// out[o] += scale * sum_k w[k] * B[k][o] for o in [0, n), B's rows in F16
-// or F32 at `stride` bytes apart. Each product is exact in float (F16
-// factors); the sum runs over k in order, in double, as ggml's F16 dot
-// product sums short rows, so the sum is the one ggml_mul_mat_id gave bit for
-// bit; it is rounded to float, scaled, rounded, and added, as ggml_mul and
-// ggml_add do (this file is built without floating-point contraction, so
-// none of that becomes a fused multiply-add). Outputs go in chunks whose
-// accumulators stay in registers.
-void add_combined_rows(float* out, const char* b, size_t stride, ggml_type type, const float* w, float scale,
-                       int64_t rank, int64_t n) {
-  constexpr int64_t kChunk = 32;
+// This file is built without floating-point contraction: a multiply and an
+// add stay two roundings unless fused() says otherwise, as ggml's separate
+// ops (and its vectorized loops) round.
+constexpr int64_t kChunk = 32;  // outputs whose accumulators stay in registers
+
+inline float fused(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return c + a * b;
+#endif
+}
+
+void load_row(ggml_type type, const char* src, float* row, int64_t m) {
+  if (type == GGML_TYPE_F16) {
+    ggml_cpu_fp16_to_fp32(reinterpret_cast<const ggml_fp16_t*>(src), row, m);
+  } else if (type == GGML_TYPE_BF16) {
+    ggml_cpu_bf16_to_fp32(reinterpret_cast<const ggml_bf16_t*>(src), row, m);
+  } else {
+    std::copy_n(reinterpret_cast<const float*>(src), m, row);
+  }
+}
+
+// out[o] += scale * sum_k w[k] * B[k][o] for o in [0, n), B's rows (F16 or
+// BF16) `stride` bytes apart. Each product is exact in float; the sum runs
+// over k in order, in double, as ggml's dot product sums short rows.
+void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, const float* w, float scale,
+                    int64_t rank, int64_t n) {
   const size_t es = ggml_type_size(type);
   for (int64_t o0 = 0; o0 < n; o0 += kChunk) {
     const int64_t m = std::min(kChunk, n - o0);
@@ -28,12 +49,7 @@ void add_combined_rows(float* out, const char* b, size_t stride, ggml_type type,
     float row[kChunk];
     for (int64_t k = 0; k < rank; ++k) {
       if (w[k] == 0.0f) continue;
-      const char* src = b + size_t(k) * stride + size_t(o0) * es;
-      if (type == GGML_TYPE_F16) {
-        ggml_cpu_fp16_to_fp32(reinterpret_cast<const ggml_fp16_t*>(src), row, m);
-      } else {
-        std::copy_n(reinterpret_cast<const float*>(src), m, row);
-      }
+      load_row(type, b + size_t(k) * stride + size_t(o0) * es, row, m);
       const float wk = w[k];
       for (int64_t j = 0; j < m; ++j) acc[j] += double(wk * row[j]);
     }
@@ -44,61 +60,127 @@ void add_combined_rows(float* out, const char* b, size_t stride, ggml_type type,
   }
 }
 
+// The same for F32 rows: products rounded to float and summed in float, in
+// order, the last rank % 4 of them fused (see lora_ops.h). The stacks pad
+// an adapter's rank with zeros, so its own rank ends at the last nonzero w
+// (should A x be exactly 0 there, the boundary of the fused tail may move:
+// a last-bit difference at most, in a case that needs exact cancellation).
+void add_rows_f32(float* out, const char* b, size_t stride, const float* w, float scale, int64_t rank,
+                  int64_t n) {
+  while (rank > 0 && w[rank - 1] == 0.0f) --rank;
+  const int64_t fused_from = rank & ~int64_t(3);
+  for (int64_t o0 = 0; o0 < n; o0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - o0);
+    float acc[kChunk] = {};
+    for (int64_t k = 0; k < rank; ++k) {
+      if (w[k] == 0.0f) continue;
+      const float* row = reinterpret_cast<const float*>(b + size_t(k) * stride) + o0;
+      const float wk = w[k];
+      if (k < fused_from) {
+        for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] + wk * row[j];
+      } else {
+        for (int64_t j = 0; j < m; ++j) acc[j] = fused(wk, row[j], acc[j]);
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const float term = acc[j] * scale;
+      out[o0 + j] = out[o0 + j] + term;
+    }
+  }
+}
+
+// A x rounded as ggml's matmul rounds its input for a weight of this type.
+float round_input(ggml_type type, float a) {
+  if (type == GGML_TYPE_F16) return ggml_fp16_to_fp32(ggml_fp32_to_fp16(a));
+  if (type == GGML_TYPE_BF16) return ggml_bf16_to_fp32(ggml_fp32_to_bf16(a));
+  return a;
+}
+
+int type_index(ggml_type type) {
+  for (int t = 0; t < kLoraTypeCount; ++t) {
+    if (ggml_type_of(LoraType(t)) == type) return t;
+  }
+  return -1;
+}
+
 template <typename T>
 const T& at(const ggml_tensor* t, int64_t i0, int64_t i1, int64_t i2) {
   return *reinterpret_cast<const T*>(static_cast<const char*>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] +
                                      i2 * t->nb[2]);
 }
 
-// Each thread takes a slice of the outputs, for every row and route entry.
+// src: y, routes, scales, then (ax, b_stack) per group. Each thread takes a
+// slice of the outputs, for every row and route entry.
 void lora_b_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const ggml_tensor* y = dst->src[0];
-  const ggml_tensor* ax = dst->src[1];
-  const ggml_tensor* slots = dst->src[2];
-  const ggml_tensor* scales = dst->src[3];
-  const ggml_tensor* b = dst->src[4];
-  const int64_t n_out = b->ne[0];
-  const int64_t rank = b->ne[1];
-  const int64_t n_used = ax->ne[1];
-  const int64_t n_rows = ax->ne[2];
+  const ggml_tensor* routes = dst->src[1];
+  const ggml_tensor* scales = dst->src[2];
+  std::array<int, kLoraTypeCount> group_of{};  // per type: its group's first src, or 0
+  int64_t max_rank = 0;
+  for (int s = 3; s + 1 < GGML_MAX_SRC && dst->src[s]; s += 2) {
+    group_of[size_t(type_index(dst->src[s + 1]->type))] = s;
+    max_rank = std::max(max_rank, dst->src[s + 1]->ne[1]);
+  }
+  const int64_t n_out = y->ne[0];
+  const int64_t n_used = routes->ne[0];
+  const int64_t n_rows = routes->ne[1];
   // Slices of whole cache lines (16 floats).
   const int64_t per = (n_out + nth - 1) / nth;
   const int64_t step = (per + 15) / 16 * 16;
   const int64_t o0 = std::min(n_out, step * ith);
   const int64_t o1 = std::min(n_out, o0 + step);
   if (o0 >= o1) return;
-  std::vector<float> w(static_cast<size_t>(rank));
+  std::vector<float> w(static_cast<size_t>(max_rank));
   for (int64_t r = 0; r < n_rows; ++r) {
     float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + r * dst->nb[1]) + o0;
     std::copy_n(&at<float>(y, o0, r, 0), o1 - o0, out);
     for (int64_t u = 0; u < n_used; ++u) {
       const float scale = at<float>(scales, 0, u, r);
       if (scale == 0.0f) continue;  // a padding entry: no adapter
-      const int32_t slot = at<int32_t>(slots, u, r, 0);
+      const int32_t type = at<int32_t>(routes, u, r, 0);
+      const int g = type >= 0 && type < kLoraTypeCount ? group_of[size_t(type)] : 0;
+      if (g == 0) continue;  // no adapter of that type touches this projection
+      const ggml_tensor* ax = dst->src[g];
+      const ggml_tensor* b = dst->src[g + 1];
+      const int64_t rank = b->ne[1];
+      const int32_t slot = at<int32_t>(routes, u, r, 1 + type);
       const float* a = &at<float>(ax, 0, u, r);
-      // A x rounded as ggml's F16 matmul rounds its input.
-      for (int64_t k = 0; k < rank; ++k) {
-        w[size_t(k)] = b->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(ggml_fp32_to_fp16(a[k])) : a[k];
+      for (int64_t k = 0; k < rank; ++k) w[size_t(k)] = round_input(b->type, a[k]);
+      const char* base =
+          static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
+      if (b->type == GGML_TYPE_F32) {
+        add_rows_f32(out, base, b->nb[1], w.data(), scale, rank, o1 - o0);
+      } else {
+        add_rows_exact(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
       }
-      const char* base = static_cast<const char*>(b->data) + size_t(slot) * b->nb[2];
-      add_combined_rows(out, base + size_t(o0) * ggml_type_size(b->type), b->nb[1], b->type, w.data(), scale,
-                        rank, o1 - o0);
     }
   }
 }
 
 }  // namespace
 
-ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* b_stack, ggml_tensor* ax,
-                        ggml_tensor* slots, ggml_tensor* scales) {
-  GGML_ASSERT(b_stack->type == GGML_TYPE_F16 || b_stack->type == GGML_TYPE_F32);
-  GGML_ASSERT(ax->type == GGML_TYPE_F32 && ax->ne[0] == b_stack->ne[1]);
-  GGML_ASSERT(slots->type == GGML_TYPE_I32 && slots->ne[0] == ax->ne[1] && slots->ne[1] == ax->ne[2]);
-  GGML_ASSERT(scales->type == GGML_TYPE_F32 && scales->ne[1] == ax->ne[1] && scales->ne[2] == ax->ne[2]);
-  GGML_ASSERT(y->type == GGML_TYPE_F32 && y->ne[0] == b_stack->ne[0] && y->ne[1] == ax->ne[2]);
-  GGML_ASSERT(y->nb[0] == sizeof(float));
-  ggml_tensor* args[] = {y, ax, slots, scales, b_stack};
-  return ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], 1, 1, args, 5, lora_b_add_kernel,
+ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* routes, ggml_tensor* scales,
+                        std::span<const LoraProducts> groups) {
+  GGML_ASSERT(y->type == GGML_TYPE_F32 && y->nb[0] == sizeof(float));
+  GGML_ASSERT(routes->type == GGML_TYPE_I32 && routes->ne[1] == y->ne[1] &&
+              routes->ne[2] == 1 + kLoraTypeCount);
+  GGML_ASSERT(scales->type == GGML_TYPE_F32 && scales->ne[1] == routes->ne[0] && scales->ne[2] == y->ne[1]);
+  GGML_ASSERT(!groups.empty() && groups.size() <= size_t(kLoraTypeCount));
+  ggml_tensor* args[3 + 2 * kLoraTypeCount] = {y, routes, scales};
+  std::array<bool, kLoraTypeCount> seen{};
+  int n_args = 3;
+  for (const LoraProducts& g : groups) {
+    const int t = type_index(g.b_stack->type);
+    GGML_ASSERT(t >= 0 && !seen[size_t(t)]);
+    seen[size_t(t)] = true;
+    GGML_ASSERT(g.b_stack->ne[0] == y->ne[0]);
+    GGML_ASSERT(g.ax->type == GGML_TYPE_F32 && g.ax->ne[0] == g.b_stack->ne[1] &&
+                g.ax->ne[1] == routes->ne[0] && g.ax->ne[2] == y->ne[1]);
+    args[n_args++] = g.ax;
+    args[n_args++] = g.b_stack;
+  }
+  static_assert(3 + 2 * kLoraTypeCount <= GGML_MAX_SRC);
+  return ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], 1, 1, args, n_args, lora_b_add_kernel,
                         GGML_N_TASKS_MAX, nullptr);
 }
 

@@ -6,19 +6,42 @@
 // not as two more ops per projection (with 8 rank-16 adapters on every
 // projection of the 1B test model, the B side through ggml_mul_mat_id cost
 // ~25 % of an 8-row decode step; this way well under 10 %).
+//
+// The numbers are ggml's: each term is the one ggml_mul_mat (one row at a
+// time, as in decoding), ggml_scale and ggml_add give for an adapter of that
+// type, for ranks below ggml's SIMD step for dot products (32 elements with
+// AVX2; 32 or 64 with AVX-512), where ggml sums a dot product in order:
+// - F16 and BF16: A x rounded to the adapter's type, each product exact in
+//   float, summed in double;
+// - F32: products rounded to float and summed in float, except those of the
+//   last rank % 4 elements, which are fused multiply-adds where the CPU has
+//   FMA. That is how GCC compiles ggml's scalar loop (a 4-wide vector body
+//   whose in-order sum keeps each product's rounding, then a contracted
+//   scalar tail); tests/model/lora_ops_test.cpp checks it against ggml.
 #pragma once
+
+#include <span>
 
 #include <ggml.h>
 
 namespace graft {
 
-// y: F32 [n_out, n_rows]; b_stack: F16 or F32 [n_out, rank, n_slots];
-// ax: F32 [rank, n_used, n_rows] (A x per row and route entry); slots: I32
-// [n_used, n_rows]; scales: F32 [1, n_used, n_rows] (0: no adapter there).
-// Returns F32 [n_out, n_rows]: y + scale_u * B_u ax_u added for u = 0, 1, ...
-// in turn, each term rounded to float first, exactly as ggml_mul then
-// ggml_add per term would round.
-ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* b_stack, ggml_tensor* ax,
-                        ggml_tensor* slots, ggml_tensor* scales);
+// One storage type's share of the product: its B stack (F16, BF16 or F32)
+// [n_out, rank_t, n_slots_t] and the A products through its A stack, ax
+// F32 [rank_t, n_used, n_rows].
+struct LoraProducts {
+  ggml_tensor* b_stack = nullptr;
+  ggml_tensor* ax = nullptr;
+};
+
+// y: F32 [n_out, n_rows]; routes: I32 [n_used, n_rows, 1 + kLoraTypeCount]:
+// plane 0 the LoraType of each entry's adapter, plane 1 + t its slot in type
+// t's stacks; scales: F32 [1, n_used, n_rows] (0: no adapter there); groups:
+// at most one per type. Returns F32 [n_out, n_rows]: y + scale_u * B_u ax_u
+// added for u = 0, 1, ... in turn, each term rounded to float first, exactly
+// as ggml_mul then ggml_add per term would round. An entry whose type has no
+// group adds nothing (its adapter does not touch this projection).
+ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* routes, ggml_tensor* scales,
+                        std::span<const LoraProducts> groups);
 
 }  // namespace graft

@@ -105,10 +105,7 @@ void route_ggml_log() {
 Model::Model(GgufFile gguf, MappedFile file, const ModelLoadOptions&)
     : gguf_(std::move(gguf)), file_(std::move(file)) {}
 
-Model::~Model() {
-  for (ggml_backend_buffer_t b : buffers_) ggml_backend_buffer_free(b);
-  if (tensor_ctx_) ggml_free(tensor_ctx_);
-}
+Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
   return open(path, options, /*layout_only=*/false);
@@ -139,7 +136,7 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path, const ModelL
   model->config_ = std::move(config);
   model->arch_ = arch;
   GRAFT_TRY_STATUS(model->load_weights(options, layout_only));
-  model->lora_.init(model->config_, options.lora_type);
+  model->lora_.init(model->config_);
   model->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
@@ -190,7 +187,7 @@ Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
     GRAFT_TRY(l.ffn_down, loader.matrix(p + "ffn_down.weight", {n_ff, n_embd}));
   }
   GRAFT_TRY(LoadedWeights loaded, layout_only ? loader.finish_layout() : loader.finish());
-  tensor_ctx_ = loaded.ctx;
+  tensor_ctx_ = std::move(loaded.ctx);
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;

@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "io/gguf_file.h"
 #include "io/mmap.h"
@@ -87,8 +86,6 @@ struct ModelLoadOptions {
   // Copy weights that ggml's CPU backend multiplies faster in a repacked
   // layout (e.g. Q4_0 on AVX2) into such a buffer, as llama.cpp does.
   bool repack = true;
-  // Storage type of mounted LoRA matrices (F16 or F32).
-  ggml_type lora_type = GGML_TYPE_F16;
 };
 
 // The weights of one transformer block. Optional tensors are null.
@@ -177,8 +174,8 @@ class Model {
   ModelConfig config_;
   const Architecture* arch_ = nullptr;
   ModelWeights weights_;
-  ggml_context* tensor_ctx_ = nullptr;
-  std::vector<ggml_backend_buffer_t> buffers_;
+  ggml_context_ptr tensor_ctx_;
+  std::vector<ggml_backend_buffer_ptr> buffers_;  // over file_, and the repacked copies
   size_t weight_bytes_ = 0;
   size_t repacked_bytes_ = 0;
   double load_seconds_ = 0.0;

@@ -8,8 +8,9 @@
 #include <cstring>
 #include <utility>
 
-#include <ggml-backend.h>
 #include <ggml-cpu.h>
+
+#include "model/cpu_repack.h"
 
 namespace graft {
 
@@ -30,18 +31,10 @@ struct InputBlock {
 };
 static_assert(sizeof(InputBlock) == 48);
 
-// ggml's repacked Q4_0 for 8 weight rows (output columns here): their 8 F16
-// scales, then 128 bytes: for half h in {0, 1}, column c, byte j, column c's
-// Q4_0 byte 8h + j with both nibbles xor 8. A Q4_0 byte i holds weight i in
-// its low nibble and weight i + 16 in its high one. Read as 16 dwords, the
-// bytes of each half give lane 2c + s column c's weights 8h + 4s .. +3 (low
-// nibbles) and 16 + 8h + 4s .. +3 (high nibbles); set s is thus inputs
-// {0-3, 8-11, 16-19, 24-27} + 4s.
-struct Q4x8 {
-  uint16_t d[8];
-  uint8_t qs[128];
-};
-static_assert(sizeof(Q4x8) == 144);
+// Q4x8 (cpu_repack.h), read as 16 dwords per half: the bytes of each half
+// give lane 2c + s column c's weights 8h + 4s .. +3 (low nibbles) and
+// 16 + 8h + 4s .. +3 (high nibbles); set s is thus inputs {0-3, 8-11, 16-19,
+// 24-27} + 4s. (Weight rows are output columns here.)
 
 bool cpu_has_vnni512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -166,11 +159,12 @@ GRAFT_VNNI512 void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 }  // namespace
 
+bool q4_rows_cpu() {
+  return cpu_has_vnni512();
+}
+
 bool q4_rows_supported(const ggml_tensor* w) {
-  if (w->type != GGML_TYPE_Q4_0 || !w->buffer || !w->extra || w->ne[1] % 8 != 0) return false;
-  if (w->ne[2] != 1 || w->ne[3] != 1 || !cpu_has_vnni512() || !ggml_cpu_has_avx2()) return false;
-  // ggml repacks Q4_0 into 8 interleaved rows wherever it has AVX2.
-  return std::strcmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(w->buffer)), "CPU_REPACK") == 0;
+  return q4_rows_cpu() && is_q4x8(w);
 }
 
 ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x) {

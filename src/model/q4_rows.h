@@ -12,14 +12,25 @@
 // The result is ggml's to the bit: the inputs are quantized to 8-bit blocks
 // as ggml quantizes them, the integer block sums are exact, and each block is
 // scaled and added with one fused multiply-add, in block order, as ggml does.
+//
+// It reads ggml's repacked Q4_0 layout, which ggml does not publish (see
+// model/cpu_repack.h, where that knowledge lives and is checked against
+// ggml's own repacking at load). Decision: keep it. It is graft's prompt and
+// batched-decode speed on AVX-512 VNNI CPUs (figures above), and the price,
+// a dependency on an unpublished layout of one ggml version, is bounded:
+// when another ggml lays Q4_0 out otherwise, is_q4x8 is false and every
+// product goes to ggml's own kernels, slower but right.
 #pragma once
 
 #include <ggml.h>
 
 namespace graft {
 
-// True when w is a Q4_0 weight in ggml's repacked 8-column layout and this
-// CPU has AVX-512 (F, BW) with VNNI.
+// Whether this CPU runs q4_rows: AVX-512 (F, BW) with VNNI.
+bool q4_rows_cpu();
+
+// Whether q4_rows multiplies by w: a Q4_0 weight ggml holds repacked in the
+// layout q4_rows reads (is_q4x8), on a CPU that runs q4_rows.
 bool q4_rows_supported(const ggml_tensor* w);
 
 // x: F32 [n_in, n_rows], n_in a multiple of 32. The rows quantized once for

@@ -5,7 +5,9 @@
 #include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
+#include "model/cpu_repack.h"
 #include "model/model.h"
+#include "util/log.h"
 
 namespace graft {
 
@@ -19,29 +21,24 @@ std::string shape_text(int n_dims, const int64_t* ne) {
 
 }  // namespace
 
-ggml_backend_buffer_type_t repack_buffer_type() {
-  ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  if (!dev) return nullptr;
-  auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(ggml_backend_reg_get_proc_address(
-      ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
-  if (!get_extra) return nullptr;
-  for (ggml_backend_buffer_type_t* b = get_extra(dev); b && *b; ++b) {
-    if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) return *b;
-  }
-  return nullptr;
-}
-
 WeightsLoader::WeightsLoader(const GgufFile& gguf, const MappedFile& file, const ModelConfig&, bool repack)
     : gguf_(gguf), file_(file), repack_(repack) {
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (gguf.tensors().size() + 8);
   params.no_alloc = true;
-  ctx_ = ggml_init(params);
+  ctx_.reset(ggml_init(params));
   if (repack_) repack_type_ = repack_buffer_type();
-}
-
-WeightsLoader::~WeightsLoader() {
-  if (ctx_) ggml_free(ctx_);
+  // Once per process: whether ggml lays repacked Q4_0 out as graft's readers
+  // of it expect (cpu_repack.h); if not, they leave it to ggml's kernels.
+  static const bool warned = [&] {
+    if (!repack_type_ || q4x8_layout_is_ggmls()) return false;
+    GRAFT_LOG_WARN(
+        "ggml {} repacks Q4_0 weights in a layout other than the one graft reads (ggml {}); graft's own Q4_0 "
+        "kernels are off and ggml's multiply them",
+        ggml_version(), kRepackGgmlVersion);
+    return true;
+  }();
+  (void)warned;
 }
 
 Result<const GgufTensorInfo*> WeightsLoader::find(const std::string& name, int n_dims,
@@ -61,26 +58,13 @@ Result<const GgufTensorInfo*> WeightsLoader::find(const std::string& name, int n
 }
 
 ggml_tensor* WeightsLoader::create(const GgufTensorInfo& info, const std::string& name) {
-  ggml_tensor* t = ggml_new_tensor(ctx_, info.type, GGML_MAX_DIMS, info.ne);
+  ggml_tensor* t = ggml_new_tensor(ctx_.get(), info.type, GGML_MAX_DIMS, info.ne);
   ggml_set_name(t, name.c_str());
   return t;
 }
 
 bool WeightsLoader::repackable(const ggml_tensor* t) {
-  if (!repack_type_) return false;
-  // Ask the CPU device, as for a real multiplication with this weight.
-  ggml_init_params params{};
-  params.mem_size = ggml_tensor_overhead() * 4;
-  params.no_alloc = true;
-  ggml_context_ptr ctx(ggml_init(params));
-  ggml_backend_buffer_ptr dummy(ggml_backend_buft_alloc_buffer(repack_type_, 0));
-  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), t->type, t->ne[0], t->ne[1]);
-  w->buffer = dummy.get();
-  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, t->ne[0], 512);
-  ggml_tensor* op = ggml_mul_mat(ctx.get(), w, x);
-  const bool ok = ggml_backend_dev_supports_op(ggml_backend_buft_get_device(repack_type_), op);
-  w->buffer = nullptr;
-  return ok;
+  return repacks(repack_type_, t);
 }
 
 Result<ggml_tensor*> WeightsLoader::input(const std::string& name, std::array<int64_t, 2> ne) {
@@ -147,17 +131,16 @@ Result<LoadedWeights> WeightsLoader::finish() {
   uint8_t* base = const_cast<uint8_t*>(file_.data());
 
   // In place: one CPU buffer over the whole read-only mapping.
-  ggml_backend_buffer_t mapped = ggml_backend_cpu_buffer_from_ptr(base, file_.size());
+  ggml_backend_buffer_ptr mapped(ggml_backend_cpu_buffer_from_ptr(base, file_.size()));
   if (!mapped) return errorf("io_error", "{}: cannot wrap the file mapping", gguf_.path());
-  out.buffers.push_back(mapped);
   for (const Entry& e : entries_) {
     if (e.repack) continue;
-    if (ggml_backend_tensor_alloc(mapped, e.tensor, base + e.offset) != GGML_STATUS_SUCCESS) {
-      for (auto* b : out.buffers) ggml_backend_buffer_free(b);
+    if (ggml_backend_tensor_alloc(mapped.get(), e.tensor, base + e.offset) != GGML_STATUS_SUCCESS) {
       return errorf("io_error", "{}: cannot place tensor '{}'", gguf_.path(), ggml_get_name(e.tensor));
     }
     out.weight_bytes += e.size;
   }
+  out.buffers.push_back(std::move(mapped));
 
   // Repacked copies.
   size_t total = 0;
@@ -170,19 +153,20 @@ Result<LoadedWeights> WeightsLoader::finish() {
     total += ggml_backend_buft_get_alloc_size(repack_type_, entries_[i].tensor);
   }
   if (total > 0) {
-    ggml_backend_buffer_t packed = ggml_backend_buft_alloc_buffer(repack_type_, total);
+    ggml_backend_buffer_ptr packed(ggml_backend_buft_alloc_buffer(repack_type_, total));
     if (!packed) {
-      for (auto* b : out.buffers) ggml_backend_buffer_free(b);
       return errorf("out_of_memory", "{}: cannot allocate {} MiB for repacked weights", gguf_.path(),
                     total >> 20);
     }
-    out.buffers.push_back(packed);
-    ggml_backend_buffer_set_usage(packed, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    uint8_t* packed_base = static_cast<uint8_t*>(ggml_backend_buffer_get_base(packed));
+    ggml_backend_buffer_set_usage(packed.get(), GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    uint8_t* packed_base = static_cast<uint8_t*>(ggml_backend_buffer_get_base(packed.get()));
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       if (!e.repack) continue;
-      ggml_backend_tensor_alloc(packed, e.tensor, packed_base + at[i]);
+      if (ggml_backend_tensor_alloc(packed.get(), e.tensor, packed_base + at[i]) != GGML_STATUS_SUCCESS) {
+        return errorf("out_of_memory", "{}: cannot place tensor '{}' in the repacked weights", gguf_.path(),
+                      ggml_get_name(e.tensor));
+      }
       ggml_backend_tensor_set(e.tensor, base + e.offset, 0, e.size);
       out.weight_bytes += e.size;
       out.repacked_bytes += e.size;
@@ -192,9 +176,9 @@ Result<LoadedWeights> WeightsLoader::finish() {
       for (const Entry& other : entries_) shared = shared || (!other.repack && other.offset == e.offset);
       if (!shared) file_.release(e.offset, e.size);
     }
+    out.buffers.push_back(std::move(packed));
   }
-  out.ctx = ctx_;
-  ctx_ = nullptr;
+  out.ctx = std::move(ctx_);
   return out;
 }
 
@@ -203,26 +187,27 @@ Result<LoadedWeights> WeightsLoader::finish_layout() {
   // A zero-size buffer marks the in-place tensors as placed. Repacked ones
   // need a real (tiny) buffer of the repack type: its init_tensor tags them
   // with their repacked layout, which the graph builders look at.
-  ggml_backend_buffer_t mapped = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0);
-  out.buffers.push_back(mapped);
-  ggml_backend_buffer_t packed = nullptr;
+  ggml_backend_buffer_ptr mapped(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 0));
+  if (!mapped) return errorf("out_of_memory", "{}: cannot create a CPU buffer", gguf_.path());
+  ggml_backend_buffer_ptr packed;
   for (const Entry& e : entries_) {
     out.weight_bytes += e.size;
     if (!e.repack) {
-      e.tensor->buffer = mapped;
+      e.tensor->buffer = mapped.get();
       continue;
     }
     if (!packed) {
-      packed = ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_));
+      packed.reset(
+          ggml_backend_buft_alloc_buffer(repack_type_, ggml_backend_buft_get_alignment(repack_type_)));
       if (!packed) return errorf("out_of_memory", "{}: cannot create a repack buffer", gguf_.path());
-      out.buffers.push_back(packed);
     }
-    e.tensor->buffer = packed;
-    ggml_backend_buffer_init_tensor(packed, e.tensor);
+    e.tensor->buffer = packed.get();
+    ggml_backend_buffer_init_tensor(packed.get(), e.tensor);
     out.repacked_bytes += e.size;
   }
-  out.ctx = ctx_;
-  ctx_ = nullptr;
+  out.buffers.push_back(std::move(mapped));
+  if (packed) out.buffers.push_back(std::move(packed));
+  out.ctx = std::move(ctx_);
   return out;
 }
 

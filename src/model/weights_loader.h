@@ -1,8 +1,8 @@
 // WeightsLoader: creates a model's weight tensors from the GGUF directory,
 // checking names, shapes and types, and gives them memory: in place in the
 // file's memory map, or — for matrices ggml's CPU backend multiplies faster
-// repacked — a copy in a repack buffer, after which the mapped pages of the
-// original are released.
+// repacked — a copy in a repack buffer (model/cpu_repack.h), after which the
+// mapped pages of the original are released.
 #pragma once
 
 #include <array>
@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <ggml-backend.h>
-#include <ggml.h>
+#include <ggml-cpp.h>
 
 #include "io/gguf_file.h"
 #include "io/mmap.h"
@@ -21,12 +20,9 @@ namespace graft {
 
 struct ModelConfig;
 
-// The CPU backend's repack buffer type, when this build and CPU have one.
-ggml_backend_buffer_type_t repack_buffer_type();
-
 struct LoadedWeights {
-  ggml_context* ctx = nullptr;  // owns the tensor headers
-  std::vector<ggml_backend_buffer_t> buffers;
+  ggml_context_ptr ctx;  // the tensor headers
+  std::vector<ggml_backend_buffer_ptr> buffers;
   size_t weight_bytes = 0;
   size_t repacked_bytes = 0;
 };
@@ -34,7 +30,6 @@ struct LoadedWeights {
 class WeightsLoader {
  public:
   WeightsLoader(const GgufFile& gguf, const MappedFile& file, const ModelConfig& config, bool repack);
-  ~WeightsLoader();
   WeightsLoader(const WeightsLoader&) = delete;
   WeightsLoader& operator=(const WeightsLoader&) = delete;
 
@@ -49,7 +44,8 @@ class WeightsLoader {
   // An F32 matrix used element by element (a convolution kernel).
   Result<ggml_tensor*> f32_matrix(const std::string& name, std::array<int64_t, 2> ne);
 
-  // Allocates and fills everything; the loader gives up ownership.
+  // Allocates and fills everything; the loader gives up ownership. Errors:
+  // "out_of_memory" (the repacked copies), "io_error" (placing a tensor).
   Result<LoadedWeights> finish();
   // Gives every tensor a buffer of the kind finish() would (mapped or
   // repacked) but no memory and no data: a model to build graphs with and
@@ -70,7 +66,7 @@ class WeightsLoader {
   const GgufFile& gguf_;
   const MappedFile& file_;
   bool repack_;
-  ggml_context* ctx_ = nullptr;
+  ggml_context_ptr ctx_;
   ggml_backend_buffer_type_t repack_type_ = nullptr;
   std::vector<Entry> entries_;
 };

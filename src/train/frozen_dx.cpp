@@ -15,7 +15,7 @@
 
 #include <ggml-cpu.h>
 
-#include "model/weights_loader.h"
+#include "model/cpu_repack.h"
 #include "train/train_ops.h"
 
 namespace graft {
@@ -28,16 +28,8 @@ constexpr int kTileCols = 256;   // W columns per tile
 constexpr int kRowBlock = 6;     // dx rows per kernel call
 constexpr int kQ4Block = 32;
 
-// ggml's repacked Q4_0 for 8 consecutive rows of W and one 32-column block:
-// the rows' 8 F16 scales, then for half h, row c, byte j: row c's Q4_0 byte
-// 8h + j with both nibbles xor 8 (a Q4_0 byte k holds weight k in its low
-// nibble and weight k + 16 in its high one).
-struct Q4x8 {
-  uint16_t d[8];
-  uint8_t qs[128];
-};
-static_assert(sizeof(Q4x8) == 144);
-
+// Whether w is held in ggml's repack buffer (only the Q4x8 layout of
+// cpu_repack.h, checked against ggml's own, is read here).
 bool is_repacked(const ggml_tensor* w) {
   static const ggml_backend_buffer_type_t repack = repack_buffer_type();
   return repack && w->buffer && ggml_backend_buffer_get_type(w->buffer) == repack;
@@ -203,13 +195,7 @@ void frozen_dx_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 bool frozen_dx_supported(const ggml_tensor* w) {
   if (w->ne[0] % kQ4Block != 0 || w->ne[2] != 1 || w->ne[3] != 1) return false;
-  if (is_repacked(w)) {
-#if defined(__x86_64__)
-    return w->type == GGML_TYPE_Q4_0 && w->ne[1] % 8 == 0;
-#else
-    return false;
-#endif
-  }
+  if (is_repacked(w)) return is_q4x8(w);
   if (w->nb[0] != ggml_type_size(w->type)) return false;
   const auto* traits = ggml_get_type_traits(w->type);
   return w->type == GGML_TYPE_F32 || (traits->to_float && w->ne[0] % column_unit(w) == 0);

@@ -13,27 +13,7 @@ namespace graft {
 namespace {
 
 std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget target) {
-  switch (target) {
-    case LoraTarget::attn_q:
-      return {c.n_embd, c.n_embd_q()};
-    case LoraTarget::attn_k:
-    case LoraTarget::attn_v:
-      return {c.n_embd, c.n_embd_kv()};
-    case LoraTarget::attn_output:
-      return {c.n_embd_q(), c.n_embd};
-    case LoraTarget::ffn_gate:
-    case LoraTarget::ffn_up:
-      return {c.n_embd, c.n_ff};
-    case LoraTarget::ffn_down:
-      return {c.n_ff, c.n_embd};
-    case LoraTarget::attn_qkv:  // linear-attention projections: not trained (kTrainTargets)
-    case LoraTarget::attn_gate:
-    case LoraTarget::ssm_alpha:
-    case LoraTarget::ssm_beta:
-    case LoraTarget::ssm_out:
-      break;
-  }
-  return {0, 0};
+  return {lora_n_in(c, target), lora_n_out(c, target)};
 }
 
 float* data(ggml_tensor* t) {
@@ -58,7 +38,8 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * (n_tensors + 1);
   params.no_alloc = true;
-  p->ctx_ = ggml_init(params);
+  p->ctx_.reset(ggml_init(params));
+  if (!p->ctx_) return errorf("out_of_memory", "cannot allocate the LoRA parameter tensors");
   for (int layer : layers) {
     for (LoraTarget target : targets) {
       Pair pair;
@@ -68,7 +49,7 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
       if (pair.n_in == 0)
         return errorf("invalid_argument", "graft does not train '{}'", lora_target_name(target));
       auto make = [&](int64_t ne0, int64_t ne1, const char* what) {
-        ggml_tensor* t = ggml_new_tensor_2d(p->ctx_, GGML_TYPE_F32, ne0, ne1);
+        ggml_tensor* t = ggml_new_tensor_2d(p->ctx_.get(), GGML_TYPE_F32, ne0, ne1);
         ggml_set_name(t, pair_name(pair, what).c_str());
         return t;
       };
@@ -83,17 +64,14 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
       p->pairs_.push_back(pair);
     }
   }
-  p->buffer_ = ggml_backend_alloc_ctx_tensors_from_buft(p->ctx_, ggml_backend_cpu_buffer_type());
+  p->buffer_.reset(ggml_backend_alloc_ctx_tensors_from_buft(p->ctx_.get(), ggml_backend_cpu_buffer_type()));
   if (!p->buffer_)
     return errorf("out_of_memory", "cannot allocate {} LoRA pairs of rank {}", p->pairs_.size(), rank);
-  ggml_backend_buffer_clear(p->buffer_, 0);
+  ggml_backend_buffer_clear(p->buffer_.get(), 0);
   return p;
 }
 
-LoraParams::~LoraParams() {
-  if (buffer_) ggml_backend_buffer_free(buffer_);
-  if (ctx_) ggml_free(ctx_);
-}
+LoraParams::~LoraParams() = default;
 
 int64_t LoraParams::n_params() const {
   int64_t n = 0;
@@ -102,7 +80,7 @@ int64_t LoraParams::n_params() const {
 }
 
 size_t LoraParams::bytes() const {
-  return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+  return buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0;
 }
 
 std::vector<ggml_tensor*> LoraParams::all_tensors() const {
@@ -114,7 +92,7 @@ std::vector<ggml_tensor*> LoraParams::all_tensors() const {
 }
 
 void LoraParams::init(uint64_t seed) {
-  ggml_backend_buffer_clear(buffer_, 0);
+  ggml_backend_buffer_clear(buffer_.get(), 0);
   std::mt19937_64 rng(seed);
   for (const Pair& p : pairs_) {
     // Uniform floats from the top 24 bits of each draw: the same on every platform.
@@ -169,8 +147,8 @@ LoraAdapter LoraParams::to_adapter(float scale) const {
     out.layer = p.layer;
     out.target = p.target;
     out.rank = rank_;
-    out.a.assign(data(p.a), data(p.a) + ggml_nelements(p.a));
-    out.b.assign(data(p.b), data(p.b) + ggml_nelements(p.b));
+    out.a = LoraMatrix::of_floats(std::vector<float>(data(p.a), data(p.a) + ggml_nelements(p.a)));
+    out.b = LoraMatrix::of_floats(std::vector<float>(data(p.b), data(p.b) + ggml_nelements(p.b)));
     adapter.pairs.push_back(std::move(out));
   }
   return adapter;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml.h>
 
 #include "adapters/lora_adapter.h"
@@ -74,8 +75,8 @@ class LoraParams {
 
   int rank_ = 0;
   std::vector<Pair> pairs_;
-  ggml_context* ctx_ = nullptr;
-  ggml_backend_buffer_t buffer_ = nullptr;
+  ggml_context_ptr ctx_;
+  ggml_backend_buffer_ptr buffer_;
 };
 
 }  // namespace graft

@@ -33,9 +33,16 @@ void expect_same_pairs(const LoraAdapter& a, const LoraAdapter& b) {
     EXPECT_EQ(a.pairs[i].layer, b.pairs[i].layer);
     EXPECT_EQ(a.pairs[i].target, b.pairs[i].target);
     EXPECT_EQ(a.pairs[i].rank, b.pairs[i].rank);
-    EXPECT_EQ(a.pairs[i].a, b.pairs[i].a) << "pair " << i;
-    EXPECT_EQ(a.pairs[i].b, b.pairs[i].b) << "pair " << i;
+    EXPECT_EQ(a.pairs[i].a.floats(), b.pairs[i].a.floats()) << "pair " << i;
+    EXPECT_EQ(a.pairs[i].b.floats(), b.pairs[i].b.floats()) << "pair " << i;
   }
+}
+
+// The same type and the same bytes.
+void expect_same_matrix(const LoraMatrix& a, const LoraMatrix& b, const std::string& what) {
+  ASSERT_EQ(a.type, b.type) << what;
+  ASSERT_EQ(a.n, b.n) << what;
+  EXPECT_EQ(std::memcmp(a.data, b.data, ggml_row_size(a.type, a.n)), 0) << what;
 }
 
 TEST(Targets, NamesMapBothWays) {
@@ -117,9 +124,9 @@ TEST(Peft, HalfPrecisionFilesReadBackWithinRounding) {
   ASSERT_TRUE(read.ok()) << error_of(read);
   ASSERT_EQ(read->pairs.size(), adapter.pairs.size());
   for (size_t i = 0; i < adapter.pairs.size(); ++i) {
-    for (size_t j = 0; j < adapter.pairs[i].a.size(); ++j) {
-      ASSERT_NEAR(read->pairs[i].a[j], adapter.pairs[i].a[j], std::fabs(adapter.pairs[i].a[j]) / 128 + 1e-7);
-    }
+    EXPECT_EQ(read->pairs[i].a.type, GGML_TYPE_BF16);  // read as stored, not widened
+    const std::vector<float> want = adapter.pairs[i].a.floats(), got = read->pairs[i].a.floats();
+    for (size_t j = 0; j < want.size(); ++j) ASSERT_NEAR(got[j], want[j], std::fabs(want[j]) / 128 + 1e-7);
   }
 }
 
@@ -259,15 +266,17 @@ TEST(Peft, MixedRanksKeepTheirOwnScale) {
   LoraAdapter adapter = make_adapter(tiny_adapter_spec(tiny_base()));  // rank 4, alpha 8
   // Make the first pair rank 2 (PEFT rank_pattern).
   LoraPair& p = adapter.pairs[0];
-  const size_t n_in = p.a.size() / 4, n_out = p.b.size() / 4;
+  const size_t n_in = size_t(p.a.n) / 4, n_out = size_t(p.b.n) / 4;
   p.rank = 2;
-  p.a.resize(2 * n_in);
+  std::vector<float> a = p.a.floats(), b4 = p.b.floats();
+  a.resize(2 * n_in);
   std::vector<float> b(n_out * 2);
   for (size_t o = 0; o < n_out; ++o) {
-    b[o * 2] = adapter.pairs[0].b[o * 4];
-    b[o * 2 + 1] = adapter.pairs[0].b[o * 4 + 1];
+    b[o * 2] = b4[o * 4];
+    b[o * 2 + 1] = b4[o * 4 + 1];
   }
-  p.b = b;
+  p.a = LoraMatrix::of_floats(a);
+  p.b = LoraMatrix::of_floats(b);
   const fs::path dir = fresh_dir("peft-mixed");
   write_peft_or_fail(dir, adapter);
   auto config = nlohmann::json::parse(*read_file(dir / kPeftConfigFile));
@@ -279,8 +288,8 @@ TEST(Peft, MixedRanksKeepTheirOwnScale) {
   // scale (8 / 2 = 4) is folded into its b.
   LoraWeights weights = to_mountable(std::move(read).value());
   EXPECT_FLOAT_EQ(weights.scale, 2.0f);
-  EXPECT_FLOAT_EQ(weights.pairs[0].b[0], 2.0f * b[0]);
-  EXPECT_EQ(weights.pairs[1].b, adapter.pairs[1].b);
+  EXPECT_FLOAT_EQ(weights.pairs[0].b.floats()[0], 2.0f * b[0]);
+  EXPECT_EQ(weights.pairs[1].b.floats(), adapter.pairs[1].b.floats());
 }
 
 TEST(GgufLora, WriteThenReadGivesTheSameWeights) {
@@ -332,8 +341,9 @@ TEST(GgufLora, PeftAndGgufFormsOfOneAdapterMountTheSameWeights) {
   EXPECT_EQ(wp.scale, wg.scale);
   ASSERT_EQ(wp.pairs.size(), wg.pairs.size());
   for (size_t i = 0; i < wp.pairs.size(); ++i) {
-    EXPECT_EQ(wp.pairs[i].a, wg.pairs[i].a);
-    EXPECT_EQ(wp.pairs[i].b, wg.pairs[i].b);
+    expect_same_matrix(wp.pairs[i].a, wg.pairs[i].a, "a " + std::to_string(i));
+    expect_same_matrix(wp.pairs[i].b, wg.pairs[i].b, "b " + std::to_string(i));
+    EXPECT_EQ(wp.pairs[i].a.type, GGML_TYPE_F16);
   }
 }
 
@@ -435,7 +445,9 @@ TEST(Writers, RefuseEmptyOrMalformedAdapters) {
   EXPECT_FALSE(write_peft(dir / "p", empty).ok());
   EXPECT_FALSE(write_gguf_lora(dir / "g.gguf", empty).ok());
   LoraAdapter bad = make_adapter(tiny_adapter_spec(tiny_base()));
-  bad.pairs[0].a.pop_back();
+  std::vector<float> short_a = bad.pairs[0].a.floats();
+  short_a.pop_back();
+  bad.pairs[0].a = LoraMatrix::of_floats(short_a);
   EXPECT_NE(error_of(write_peft(dir / "p", bad)).find("do not fit rank"), std::string::npos);
   EXPECT_NE(error_of(write_gguf_lora(dir / "g.gguf", bad)).find("do not fit rank"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "g.gguf"));

@@ -82,10 +82,10 @@ TEST(AdaptersOnModel, PeftAndGgufFormsGiveTheSameTokens) {
   EXPECT_NE(peft, base) << "the adapter should change greedy output";
 }
 
-// Mounting reads the files in place (no float copy); what lands in the
-// stacks is exactly what mounting the same weights as floats gives, for every
-// stored type, including ones the stacks convert (f32, bf16).
-TEST(AdaptersOnModel, WeightsReadInPlaceMountAsFloatsDo) {
+// Mounting reads the files in place (no float copy), each matrix in the type
+// it is stored in, and keeps every value: F16 and BF16 adapters are stacked
+// as they are, F32 ones as F32 (not rounded to F16).
+TEST(AdaptersOnModel, WeightsReadInPlaceMountInTheirOwnType) {
   const std::string base_path = testing::tiny_base();
   auto model = Model::load(base_path);
   ASSERT_TRUE(model.ok()) << error_of(model);
@@ -95,42 +95,57 @@ TEST(AdaptersOnModel, WeightsReadInPlaceMountAsFloatsDo) {
   struct Case {
     std::string name;
     fs::path path;
+    ggml_type type;
   };
   std::vector<Case> cases;
-  for (auto [dtype, name] : {std::pair{SafetensorsDtype::f32, "f32"}, std::pair{SafetensorsDtype::f16, "f16"},
-                             std::pair{SafetensorsDtype::bf16, "bf16"}}) {
+  for (auto [dtype, name, type] : {std::tuple{SafetensorsDtype::f32, "f32", GGML_TYPE_F32},
+                                   std::tuple{SafetensorsDtype::f16, "f16", GGML_TYPE_F16},
+                                   std::tuple{SafetensorsDtype::bf16, "bf16", GGML_TYPE_BF16}}) {
     testing::write_peft_or_fail(root / ("peft-" + std::string(name)), adapter, {"", dtype});
-    cases.push_back({std::string("peft ") + name, root / ("peft-" + std::string(name))});
+    cases.push_back({std::string("peft ") + name, root / ("peft-" + std::string(name)), type});
+    const fs::path file = root / (std::string(name) + ".gguf");
+    testing::write_gguf_or_fail(file, adapter, {"llama", "", name});
+    cases.push_back({std::string("gguf ") + name, file, type});
   }
-  for (const char* type : {"f32", "f16", "bf16"}) {
-    const fs::path file = root / (std::string(type) + ".gguf");
-    testing::write_gguf_or_fail(file, adapter, {"llama", "", type});
-    cases.push_back({std::string("gguf ") + type, file});
-  }
+  LoraSet set;
+  set.init((*model)->config());
   for (const Case& c : cases) {
-    const bool peft = fs::is_directory(c.path);
-    auto floats = peft ? read_peft(c.path) : read_gguf_lora(c.path);
-    auto in_place =
-        peft ? read_peft(c.path, WeightsAs::in_place) : read_gguf_lora(c.path, WeightsAs::in_place);
-    ASSERT_TRUE(floats.ok() && in_place.ok()) << c.name;
-    ASSERT_TRUE(in_place->sources) << c.name;
-    EXPECT_TRUE(in_place->pairs[0].a.empty()) << c.name << ": read into floats, not in place";
-    LoraSet from_floats, from_file;
-    from_floats.init((*model)->config(), GGML_TYPE_F16);
-    from_file.init((*model)->config(), GGML_TYPE_F16);
-    ASSERT_TRUE(from_floats.mount(to_mountable(std::move(floats).value())).ok()) << c.name;
-    ASSERT_TRUE(from_file.mount(to_mountable(std::move(in_place).value())).ok()) << c.name;
-    for (const LoraPair& p : adapter.pairs) {
-      const LoraSet::Stack want = from_floats.stack(p.layer, p.target);
-      const LoraSet::Stack got = from_file.stack(p.layer, p.target);
-      ASSERT_TRUE(want.a && got.a);
-      // Slot 0, where each set mounted it.
-      const size_t a_bytes = size_t(want.a->ne[1]) * want.a->nb[1],
-                   b_bytes = size_t(want.b->ne[1]) * want.b->nb[1];
-      EXPECT_EQ(std::memcmp(want.a->data, got.a->data, a_bytes), 0) << c.name << " lora_a";
-      EXPECT_EQ(std::memcmp(want.b->data, got.b->data, b_bytes), 0) << c.name << " lora_b";
+    auto read = fs::is_directory(c.path) ? read_peft(c.path) : read_gguf_lora(c.path);
+    ASSERT_TRUE(read.ok()) << c.name << ": " << error_of(read);
+    const LoraAdapter file = std::move(read).value();
+    for (const LoraPair& p : file.pairs) {
+      ASSERT_EQ(p.a.type, c.type) << c.name;
+      ASSERT_EQ(p.b.type, c.type) << c.name;
+    }
+    auto slot = set.mount(to_mountable(file));
+    ASSERT_TRUE(slot.ok()) << c.name << ": " << error_of(slot);
+    const LoraSet::Place place = set.place(*slot);
+    EXPECT_EQ(ggml_type_of(place.type), c.type) << c.name;
+    for (const LoraPair& p : file.pairs) {
+      const LoraSet::Stack st = set.stack(p.layer, p.target, place.type);
+      ASSERT_TRUE(st.a && st.b);
+      // A's rows as stored; B transposed (row k = column k).
+      const auto* a = static_cast<const uint8_t*>(st.a->data) + size_t(place.index) * st.a->nb[2];
+      EXPECT_EQ(std::memcmp(a, p.a.data, ggml_row_size(c.type, p.a.n)), 0) << c.name << " lora_a";
+      const int64_t n_out = p.b.n / p.rank;
+      const size_t es = ggml_type_size(c.type);
+      const auto* b = static_cast<const uint8_t*>(st.b->data) + size_t(place.index) * st.b->nb[2];
+      const auto* stored = static_cast<const uint8_t*>(p.b.data);
+      for (int64_t o = 0; o < n_out; o += 7) {
+        for (int k = 0; k < p.rank; ++k) {
+          ASSERT_EQ(std::memcmp(b + size_t(k) * st.b->nb[1] + size_t(o) * es,
+                                stored + size_t(o * p.rank + k) * es, es),
+                    0)
+              << c.name << " lora_b row " << o << " rank " << k;
+        }
+      }
     }
   }
+  // F32 takes twice the memory of F16 or BF16.
+  const size_t f32 = set.bytes(0), f16 = set.bytes(2), bf16 = set.bytes(4);
+  EXPECT_GT(f16, 0u);
+  EXPECT_EQ(f16, bf16);
+  EXPECT_EQ(f32, 2 * f16);
 }
 
 TEST(AdaptersOnModel, UnloadFreesTheSlotAndReloadGivesTheSameTokens) {

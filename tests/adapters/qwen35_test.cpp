@@ -48,16 +48,17 @@ TEST(Qwen35Adapters, ValueHeadsMoveBetweenPeftAndGgufOrder) {
   beta.layer = 0;
   beta.target = LoraTarget::ssm_beta;
   beta.rank = 1;
-  beta.a.assign(128, 0.5f);
-  beta.b = {10, 11, 20, 21};  // Hugging Face: key head 0's value heads, then key head 1's
+  beta.a = LoraMatrix::of_floats(std::vector<float>(128, 0.5f));
+  beta.b =
+      LoraMatrix::of_floats({10, 11, 20, 21});  // Hugging Face: key head 0's value heads, then key head 1's
   adapter.pairs.push_back(beta);
   LoraAdapter moved = adapter;
   reorder_value_heads(moved, base, HeadOrder::peft_to_gguf);
-  EXPECT_EQ(moved.pairs[0].b,
+  EXPECT_EQ(moved.pairs[0].b.floats(),
             (std::vector<float>{10, 20, 11, 21}));  // tiled: each key head's first, then second
-  EXPECT_EQ(moved.pairs[0].a, adapter.pairs[0].a);
+  EXPECT_EQ(moved.pairs[0].a.floats(), adapter.pairs[0].a.floats());
   reorder_value_heads(moved, base, HeadOrder::gguf_to_peft);
-  EXPECT_EQ(moved.pairs[0].b, adapter.pairs[0].b);
+  EXPECT_EQ(moved.pairs[0].b.floats(), adapter.pairs[0].b.floats());
 
   // Every reordered projection comes back as it was.
   const LoraAdapter all = make_adapter(testing::tiny_adapter_spec(hybrid_base()));
@@ -65,13 +66,13 @@ TEST(Qwen35Adapters, ValueHeadsMoveBetweenPeftAndGgufOrder) {
   reorder_value_heads(round, base, HeadOrder::gguf_to_peft);
   for (size_t i = 0; i < all.pairs.size(); ++i) {
     if (all.pairs[i].layer == 0 && all.pairs[i].target == LoraTarget::attn_qkv) {
-      EXPECT_NE(round.pairs[i].b, all.pairs[i].b);  // its v rows moved
+      EXPECT_NE(round.pairs[i].b.floats(), all.pairs[i].b.floats());  // its v rows moved
     }
   }
   reorder_value_heads(round, base, HeadOrder::peft_to_gguf);
   for (size_t i = 0; i < all.pairs.size(); ++i) {
-    EXPECT_EQ(round.pairs[i].a, all.pairs[i].a) << i;
-    EXPECT_EQ(round.pairs[i].b, all.pairs[i].b) << i;
+    EXPECT_EQ(round.pairs[i].a.floats(), all.pairs[i].a.floats()) << i;
+    EXPECT_EQ(round.pairs[i].b.floats(), all.pairs[i].b.floats()) << i;
   }
 }
 
@@ -95,11 +96,8 @@ TEST(Qwen35Adapters, APeftAdapterMountsAsItsGgufForm) {
     const LoraPair& a = from_peft->pairs[i];
     const LoraPair& b = from_gguf->pairs[i];
     ASSERT_EQ(a.target, b.target);
-    const auto floats = [](const std::vector<float>& v, const LoraSource& s) {
-      return s.data ? to_floats(s) : v;
-    };
-    EXPECT_EQ(floats(a.a, a.a_source), floats(b.a, b.a_source)) << "pair " << i;
-    EXPECT_EQ(floats(a.b, a.b_source), floats(b.b, b.b_source)) << "pair " << i;
+    EXPECT_EQ(a.a.floats(), b.a.floats()) << "pair " << i;
+    EXPECT_EQ(a.b.floats(), b.b.floats()) << "pair " << i;
   }
 }
 

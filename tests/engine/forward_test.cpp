@@ -2,6 +2,7 @@
 
 #include "engine/generate.h"
 #include "model/gguf_rewrite.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {
@@ -19,6 +20,35 @@ TEST(Forward, GreedyContinuationIsDeterministicAndInVocabulary) {
   ASSERT_EQ(first.size(), 16u);
   EXPECT_EQ(first, second);
   for (TokenId t : first) EXPECT_LT(t, e.model->config().n_vocab);
+}
+
+// A compute buffer that cannot be allocated fails the batch with a clear
+// error, leaves the cache as it was, and smaller batches run afterwards.
+TEST(Forward, ComputeMemoryThatCannotBeAllocatedFailsOnlyThatBatch) {
+  auto e = open_engine(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")), 512, 2);
+  ASSERT_TRUE(e.forward);
+  Batch big;  // 300 rows of logits: 300 x 128256 floats, ~147 MiB
+  for (int i = 0; i < 300; ++i) big.rows.push_back({TokenId(1000 + i), i, 0, true, {}});
+  {
+    testing::AddressSpaceLimit limit(size_t(64) << 20);
+    auto reserved = e.forward->reserve(256, 256);
+    ASSERT_FALSE(reserved.ok());
+    EXPECT_EQ(reserved.error().code, "out_of_memory");
+    EXPECT_NE(reserved.error().message.find("MiB of compute memory for a batch of 256 rows"),
+              std::string::npos)
+        << reserved.error().message;
+    auto run = e.forward->run(big);
+    ASSERT_FALSE(run.ok());
+    EXPECT_EQ(run.error().code, "out_of_memory") << run.error().message;
+  }
+  EXPECT_EQ(e.cache->seq_length(0), 0);
+  EXPECT_EQ(e.cache->cells_used(), 0);
+  // The same forward then runs what fits, and the big batch too once memory allows.
+  const std::vector<TokenId> prompt = {128000, 791, 4062, 14198, 39935};
+  EXPECT_EQ(greedy(e, prompt, 4, 1).size(), 4u);
+  auto run = e.forward->run(big);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->n_rows, 300);
 }
 
 }  // namespace

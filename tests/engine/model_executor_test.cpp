@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "engine/engine.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {
@@ -172,6 +173,22 @@ TEST_F(ModelEngine, SeededSamplingRepeatsAndLogprobsAreProbabilities) {
     ASSERT_EQ(a[i].top.size(), 3u);
     EXPECT_GE(a[i].top[0].logprob, a[i].top[1].logprob);
   }
+}
+
+// The compute memory for the largest batch is allocated up front; when it
+// cannot be, making the executor fails and says why.
+TEST_F(ModelEngine, RefusesBatchesWhoseComputeMemoryCannotBeAllocated) {
+  ModelExecutorOptions options;
+  options.n_ctx = 512;
+  options.kv_cells = 512;
+  options.n_threads = 2;
+  options.max_batch_rows = 1 << 20;  // 1 GiB of attention mask alone
+  testing::AddressSpaceLimit limit(size_t(256) << 20);
+  auto executor = make_model_executor(*model_, options);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.error().code, "out_of_memory");
+  EXPECT_NE(executor.error().message.find("compute memory for a batch of 1048576 rows"), std::string::npos)
+      << executor.error().message;
 }
 
 TEST_F(ModelEngine, RefusesAKvCacheSmallerThanOneContext) {

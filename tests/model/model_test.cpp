@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "model/gguf_rewrite.h"
+#include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
 namespace graft {
@@ -157,6 +158,30 @@ TEST(ModelLoadErrors, WrongTensorShapeIsNamed) {
   EXPECT_NE(model.error().message.find("blk.0.ffn_gate.weight' has shape [128, 256], expected [128, 384]"),
             std::string::npos)
       << model.error().message;
+}
+
+// Repacked weights whose memory cannot be allocated: loading fails with
+// "out_of_memory" naming the size, and succeeds once memory allows.
+TEST(ModelLoadErrors, RepackMemoryThatCannotBeAllocatedIsNamed) {
+  // Large Q4_0 matrices, a small vocabulary: the repacked copy (~36 MiB) is
+  // most of what loading needs beyond the file's mapping.
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q4_0");
+  spec.n_embd = 1024;
+  spec.n_ff = 4096;
+  const std::string path = testing::test_model_path(spec);
+  auto loaded = Model::load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  ASSERT_GT((*loaded)->repacked_bytes(), size_t(16) << 20) << "this CPU repacks no Q4_0 weights";
+  loaded->reset();
+  {
+    testing::AddressSpaceLimit limit(std::filesystem::file_size(path) + (size_t(16) << 20));
+    auto model = Model::load(path);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.error().code, "out_of_memory");
+    EXPECT_NE(model.error().message.find("MiB for repacked weights"), std::string::npos)
+        << model.error().message;
+  }
+  EXPECT_TRUE(Model::load(path).ok());
 }
 
 }  // namespace

@@ -4,15 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 #include <gtest/gtest.h>
 
-#include "model/weights_loader.h"
+#include "model/cpu_repack.h"
 
 namespace graft {
 namespace {
@@ -43,12 +45,12 @@ Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
   ggml_backend_buffer_type_t repack = repack_buffer_type();
   ggml_backend_buffer_t wbuf = repack ? ggml_backend_alloc_ctx_tensors_from_buft(ctx, repack) : nullptr;
   Products out;
+  if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks
   if (!wbuf || !q4_rows_supported(w)) {
     if (wbuf) ggml_backend_buffer_free(wbuf);
     ggml_free(ctx);
     return out;
   }
-  ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks
 
   ggml_init_params gparams{};
   gparams.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
@@ -110,6 +112,43 @@ TEST(Q4Rows, MatchesGgmlOnRepackedWeights) {
     }
   }
   std::printf("[ q4_rows vs ggml ] largest deviation: %.3g of the largest output\n", double(worst));
+}
+
+// The layout check behind every reader of repacked Q4_0 (cpu_repack.h):
+// ggml's repacking in this tree passes it; the plain Q4_0 rows, or a
+// repacking that differs in one byte, do not. (Needs only ggml's repack
+// buffer, which AVX2 CPUs have, not q4_rows' AVX-512.)
+TEST(Q4Rows, LayoutCheckAcceptsGgmlsRepackingOnly) {
+  EXPECT_TRUE(q4x8_layout_is_ggmls());
+  ggml_backend_buffer_type_t repack = repack_buffer_type();
+  ASSERT_NE(repack, nullptr) << "this build of ggml has no CPU_REPACK buffer";
+  const int64_t n_in = 256, n_out = 64;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> wf(size_t(n_in * n_out));
+  for (float& v : wf) v = normal(rng);
+  std::vector<uint8_t> wq(ggml_row_size(GGML_TYPE_Q4_0, n_in) * size_t(n_out));
+  ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
+
+  ggml_init_params params{};
+  params.mem_size = 4 * ggml_tensor_overhead();
+  params.no_alloc = true;
+  ggml_context_ptr ctx(ggml_init(params));
+  ggml_tensor* packed = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_0, n_in, n_out);
+  ggml_backend_buffer_ptr buffer(ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), repack));
+  ASSERT_TRUE(buffer);
+  ggml_backend_tensor_set(packed, wq.data(), 0, wq.size());  // repacks
+  EXPECT_TRUE(q4x8_layout_matches(packed, wq.data()));
+  EXPECT_TRUE(is_q4x8(packed));
+
+  std::vector<uint8_t> plain(wq);  // what an unrepacked copy holds
+  std::vector<uint8_t> saved(ggml_nbytes(packed));
+  std::memcpy(saved.data(), packed->data, saved.size());
+  std::memcpy(packed->data, plain.data(), plain.size());
+  EXPECT_FALSE(q4x8_layout_matches(packed, wq.data()));
+  std::memcpy(packed->data, saved.data(), saved.size());
+  static_cast<uint8_t*>(packed->data)[ggml_nbytes(packed) - 1] ^= 0x01;  // the last block's last byte
+  EXPECT_FALSE(q4x8_layout_matches(packed, wq.data()));
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
-#include "model/weights_loader.h"
+#include "model/cpu_repack.h"
 #include "train/train_ops.h"
 
 namespace graft {
