@@ -59,7 +59,7 @@ TEST(FitMemory, MeasuredComputeIsTheBufferForwardReserves) {
     auto cache = KvCache::create((*model)->config(), options);
     ASSERT_TRUE(cache.ok());
     Forward forward(**model, **cache, 2);
-    forward.reserve(512, 16);
+    ASSERT_TRUE(forward.reserve(512, 16).ok()) << type;
     const Forward::Measure m = Forward::measure(**layout, GGML_TYPE_F16, 2048, 512, 16, 2);
     EXPECT_EQ(m.compute_bytes, forward.compute_buffer_bytes()) << type;
     EXPECT_GT(m.work_bytes, 0u);
