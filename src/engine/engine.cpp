@@ -409,6 +409,10 @@ void Engine::finish(RequestId id, FinishReason reason, GenerationEvent event, st
     stats_.completion_tokens += event.usage.completion_tokens;
     stats_.cached_prompt_tokens += event.usage.cached_tokens;
   }
+  // What the request kept alive (its adapters' lease) is free before its
+  // last event is sent, so a client that unloads an adapter right after the
+  // answer never finds it still in use.
+  a->request.keep_alive.reset();
   try {
     a->sink(std::move(event));
   } catch (const std::exception& e) {
