@@ -41,7 +41,8 @@ function FilePicker({ label, files, value, onChange, onUploaded, optional }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const upload = async (e) => {
-    const file = e.currentTarget.files?.[0];
+    const input = e.currentTarget;  // React clears currentTarget once the handler awaits
+    const file = input.files?.[0];
     if (!file) return;
     const form = new FormData();
     form.append('purpose', 'fine-tune');
@@ -55,7 +56,7 @@ function FilePicker({ label, files, value, onChange, onUploaded, optional }) {
       setError(`Cannot upload ${file.name}: ${describe(err)}`);
     } finally {
       setBusy(false);
-      e.currentTarget.value = '';
+      input.value = '';
     }
   };
   return (
