@@ -1,19 +1,11 @@
 // The tables of bench/adapters.sh, from the JSON files in $OUT.
-import { readdirSync, readFileSync } from 'node:fs';
+import { percentile, rounds } from './report_common.mjs';
 
 const { OUT: out, RANK: rank, STREAMS: streams, TOKENS: tokens } = process.env;
 const dtypes = process.env.DTYPES.split(/\s+/).filter((d) => d);
 
 // Every round's file of one measurement ("graft-shared" -> graft-shared.1.json, ...).
-function runs(name) {
-  const files = readdirSync(out).filter((f) => f.startsWith(`${name}.`) && /^\d+\.json$/.test(f.slice(name.length + 1)));
-  return files.sort().map((f) => JSON.parse(readFileSync(`${out}/${f}`, 'utf8')));
-}
-// Nearest-rank percentile: the smallest sample with at least p% of samples at or below it.
-function percentile(values, p) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
-}
+const runs = (name) => rounds(out, name);
 const f = (x) => (x === undefined || x === null || Number.isNaN(x) ? '-' : x >= 100 ? x.toFixed(0) : x.toFixed(2));
 
 // {tps: best round, p50, p95: TTFT over every request, n: requests} or null.

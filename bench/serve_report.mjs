@@ -1,21 +1,10 @@
 // The table of bench/serve.sh, from the JSON files in $OUT
 // (<server>-<scenario>.<round>.json, written by bench/serve_client.mjs).
-import { readdirSync, readFileSync } from 'node:fs';
+import { percentile, rounds as roundsOf } from './report_common.mjs';
 
 const out = process.env.OUT;
-const files = readdirSync(out);
 // Every round's result of one server and scenario.
-function rounds(who, scenario) {
-  const prefix = `${who}-${scenario}.`;
-  return files.filter((f) => f.startsWith(prefix) && /^\d+\.json$/.test(f.slice(prefix.length))).sort()
-    .map((f) => JSON.parse(readFileSync(`${out}/${f}`, 'utf8')));
-}
-// Nearest-rank percentile: the smallest sample with at least p% of samples at or below it.
-function percentile(values, p) {
-  if (!values.length) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
-}
+const rounds = (who, scenario) => roundsOf(out, `${who}-${scenario}`);
 // One figure of one server: all rounds' samples of `field`, then the percentile p.
 function figure(who, scenario, field, p) {
   return percentile(rounds(who, scenario).flatMap((r) => r[field] ?? []).filter((x) => x !== null), p);

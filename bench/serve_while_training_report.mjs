@@ -1,21 +1,10 @@
 // The table of bench/serve_while_training.sh, from the JSON files in $OUT
 // (<setup>-<scenario>.<round>.json, written by bench/serve_client.mjs).
-import { readdirSync, readFileSync } from 'node:fs';
+import { percentile, rounds as roundsOf } from './report_common.mjs';
 
 const out = process.env.OUT;
 const setups = (process.env.SETUPS ?? 'idle train train-n0').split(/\s+/).filter(Boolean);
-const files = readdirSync(out);
-function rounds(setup, scenario) {
-  const prefix = `${setup}-${scenario}.`;
-  return files.filter((f) => f.startsWith(prefix) && /^\d+\.json$/.test(f.slice(prefix.length))).sort()
-    .map((f) => JSON.parse(readFileSync(`${out}/${f}`, 'utf8')));
-}
-// Nearest-rank percentile.
-function percentile(values, p) {
-  if (!values.length) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
-}
+const rounds = (setup, scenario) => roundsOf(out, `${setup}-${scenario}`);
 const figure = (setup, scenario, field, p) =>
   percentile(rounds(setup, scenario).flatMap((r) => r[field] ?? []).filter((x) => x !== null), p);
 
