@@ -11,12 +11,7 @@
 namespace graft {
 
 Forward::Forward(Model& model, KvCache& cache, int n_threads)
-    : model_(model), cache_(cache), n_threads_(std::max(1, n_threads)) {
-  ggml_threadpool_params params = ggml_threadpool_params_default(n_threads_);
-  threadpool_.reset(ggml_threadpool_new(&params));
-  backend_.reset(ggml_backend_cpu_init());
-  ggml_backend_cpu_set_n_threads(backend_.get(), n_threads_);
-  ggml_backend_cpu_set_threadpool(backend_.get(), threadpool_.get());
+    : model_(model), cache_(cache), backend_(n_threads) {
   allocator_.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
 }
 

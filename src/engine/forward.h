@@ -15,6 +15,7 @@
 
 #include "engine/batch.h"
 #include "engine/kv_cache.h"
+#include "model/cpu_backend.h"
 #include "model/graph.h"
 #include "model/model.h"
 #include "util/result.h"
@@ -62,7 +63,7 @@ class Forward {
   static Measure measure(const Model& model, ggml_type kv_type, int n_cells, int n_rows, int n_outputs,
                          int n_threads, std::vector<KvCache::Window> windows = {});
 
-  int n_threads() const { return n_threads_; }
+  int n_threads() const { return backend_.n_threads(); }
   // Bytes of the compute buffer ggml's allocator holds now.
   size_t compute_buffer_bytes() const { return ggml_gallocr_get_buffer_size(allocator_.get(), 0); }
   // Graphs built so far (a batch of the same shape as the last reuses its graph).
@@ -97,13 +98,7 @@ class Forward {
 
   Model& model_;
   KvCache& cache_;
-  int n_threads_;
-  struct ThreadpoolFree {
-    void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
-  };
-  // Declared in the order they depend on each other (destroyed in reverse).
-  std::unique_ptr<ggml_threadpool, ThreadpoolFree> threadpool_;
-  ggml_backend_ptr backend_;  // runs on threadpool_
+  CpuBackend backend_;
   ggml_gallocr_ptr allocator_;
 
   // The current graph and its inputs.

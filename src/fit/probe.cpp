@@ -15,6 +15,7 @@
 #include <ggml-cpu.h>
 
 #include "fit/system.h"
+#include "model/cpu_backend.h"
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
 #include "util/log.h"
@@ -28,18 +29,10 @@ namespace {
 constexpr ggml_type kProbedTypes[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K,
                                       GGML_TYPE_Q6_K};
 
-// A CPU backend with its own thread pool, as engine/forward.cpp runs graphs.
+// Times graphs on a CPU backend with its own thread pool, as engine/forward.cpp runs them.
 class Runner {
  public:
-  explicit Runner(int threads) {
-    ggml_threadpool_params params = ggml_threadpool_params_default(threads);
-    pool_.reset(ggml_threadpool_new(&params));
-    backend_.reset(ggml_backend_cpu_init());
-    ggml_backend_cpu_set_n_threads(backend_.get(), threads);
-    ggml_backend_cpu_set_threadpool(backend_.get(), pool_.get());
-  }
-  Runner(const Runner&) = delete;
-  Runner& operator=(const Runner&) = delete;
+  explicit Runner(int threads) : backend_(threads) {}
 
   // The best of `reps` timed runs, after one untimed run: what the machine
   // can do (other programs' load only ever slows a run down).
@@ -55,12 +48,7 @@ class Runner {
   }
 
  private:
-  struct ThreadpoolFree {
-    void operator()(ggml_threadpool* pool) const { ggml_threadpool_free(pool); }
-  };
-  // Declared in the order they depend on each other (destroyed in reverse).
-  std::unique_ptr<ggml_threadpool, ThreadpoolFree> pool_;
-  ggml_backend_ptr backend_;  // runs on pool_
+  CpuBackend backend_;
 };
 
 ggml_context_ptr new_context(size_t n_tensors, size_t graph_nodes = 0) {

@@ -19,7 +19,8 @@ constexpr int64_t kHeadChunkFloats = int64_t(8) << 20;
 
 struct TrainGraph::Graph {
   std::vector<uint8_t> memory;
-  ggml_context* ctx = nullptr;
+  ggml_context_ptr owner;
+  ggml_context* ctx = nullptr;  // owner's
   ggml_cgraph* graph = nullptr;
 
   Graph(size_t max_nodes, bool grads) {
@@ -28,10 +29,10 @@ struct TrainGraph::Graph {
     params.mem_size = memory.size();
     params.mem_buffer = memory.data();
     params.no_alloc = true;
-    ctx = ggml_init(params);
+    owner.reset(ggml_init(params));
+    ctx = owner.get();
     graph = ggml_new_graph_custom(ctx, max_nodes, grads);
   }
-  ~Graph() { ggml_free(ctx); }
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 };
@@ -40,8 +41,8 @@ struct TrainGraph::Graph {
 // values from one graph to the next, all in memory of their own (not the
 // graph allocator's, which each graph reuses).
 struct TrainGraph::Built {
-  ggml_context* ctx = nullptr;
-  ggml_backend_buffer_t buffer = nullptr;
+  ggml_context_ptr ctx;
+  ggml_backend_buffer_ptr buffer;
   ggml_tensor* tokens = nullptr;       // I32 [rows]
   ggml_tensor* positions = nullptr;    // I32 [rows]
   ggml_tensor* mask = nullptr;         // F32 [seq_len, seq_len]
@@ -56,15 +57,10 @@ struct TrainGraph::Built {
   TrainingInputs training;
   std::unique_ptr<Graph> forward;                // forward and head (and, unless checkpointing, backward)
   std::vector<std::unique_ptr<Graph>> segments;  // checkpointing: one per trained layer, the lowest first
-
-  ~Built() {
-    if (buffer) ggml_backend_buffer_free(buffer);
-    if (ctx) ggml_free(ctx);
-  }
 };
 
 TrainGraph::TrainGraph(const Model& model, LoraParams& params, const TrainGraphOptions& options)
-    : model_(model), params_(params), options_(options) {
+    : model_(model), params_(params), options_(options), backend_(options.n_threads) {
   const int n_layer = model.config().n_layer;
   lora_table_ = params.table(n_layer);
   first_trained_layer_ = n_layer;
@@ -76,24 +72,9 @@ TrainGraph::TrainGraph(const Model& model, LoraParams& params, const TrainGraphO
   dropout_keys_.resize(size_t(n_layer * kLoraTargetCount));
   for (size_t i = 0; i < dropout_keys_.size(); ++i)
     dropout_keys_[i] = {&dropout_step_key_, i, options.dropout};
-
-  backend_ = ggml_backend_cpu_init();
-  ggml_threadpool_params tp = ggml_threadpool_params_default(std::max(1, options.n_threads));
-  threadpool_ = ggml_threadpool_new(&tp);
-  ggml_backend_cpu_set_n_threads(backend_, std::max(1, options.n_threads));
-  ggml_backend_cpu_set_threadpool(backend_, threadpool_);
-  allocator_ = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-  adamw_allocator_ = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
 }
 
-TrainGraph::~TrainGraph() {
-  built_.reset();
-  adamw_graph_.reset();
-  if (allocator_) ggml_gallocr_free(allocator_);
-  if (adamw_allocator_) ggml_gallocr_free(adamw_allocator_);
-  if (backend_) ggml_backend_free(backend_);
-  if (threadpool_) ggml_threadpool_free(threadpool_);
-}
+TrainGraph::~TrainGraph() = default;
 
 Status TrainGraph::build(const Shape& shape) {
   built_.reset();
@@ -106,24 +87,25 @@ Status TrainGraph::build(const Shape& shape) {
   ggml_init_params params{};
   params.mem_size = ggml_tensor_overhead() * size_t(16 + n_inputs);
   params.no_alloc = true;
-  b->ctx = ggml_init(params);
-  b->tokens = ggml_new_tensor_1d(b->ctx, GGML_TYPE_I32, rows);
-  b->positions = ggml_new_tensor_1d(b->ctx, GGML_TYPE_I32, rows);
-  b->mask = ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, shape.seq_len, shape.seq_len);
-  b->loss_rows = ggml_new_tensor_1d(b->ctx, GGML_TYPE_I32, shape.n_loss);
-  b->loss_rows64 = ggml_new_tensor_1d(b->ctx, GGML_TYPE_I64, shape.n_loss);
-  b->labels = ggml_new_tensor_1d(b->ctx, GGML_TYPE_I32, shape.n_loss);
-  b->weights = ggml_new_tensor_1d(b->ctx, GGML_TYPE_F32, shape.n_loss);
-  b->loss = ggml_new_tensor_1d(b->ctx, GGML_TYPE_F64, shape.n_loss);
-  b->one = ggml_new_tensor_1d(b->ctx, GGML_TYPE_F32, 1);
+  b->ctx.reset(ggml_init(params));
+  ggml_context* ctx = b->ctx.get();
+  b->tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rows);
+  b->positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rows);
+  b->mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shape.seq_len, shape.seq_len);
+  b->loss_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_loss);
+  b->loss_rows64 = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_loss);
+  b->labels = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_loss);
+  b->weights = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, shape.n_loss);
+  b->loss = ggml_new_tensor_1d(ctx, GGML_TYPE_F64, shape.n_loss);
+  b->one = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
   if (shape.train) {
-    for (ggml_tensor*& g : b->grad) g = ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, c.n_embd, rows);
+    for (ggml_tensor*& g : b->grad) g = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, c.n_embd, rows);
   }
   for (int i = 0; i < n_inputs; ++i)
-    b->inputs.push_back(ggml_new_tensor_2d(b->ctx, GGML_TYPE_F32, c.n_embd, rows));
-  b->buffer = ggml_backend_alloc_ctx_tensors_from_buft(b->ctx, ggml_backend_cpu_buffer_type());
+    b->inputs.push_back(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, c.n_embd, rows));
+  b->buffer.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type()));
   if (!b->buffer) return errorf("out_of_memory", "cannot allocate the training buffers for {} rows", rows);
-  ggml_backend_buffer_clear(b->buffer, 0);
+  ggml_backend_buffer_clear(b->buffer.get(), 0);
 
   TrainingInputs& t = b->training;
   t.seq_len = shape.seq_len;
@@ -311,10 +293,10 @@ void TrainGraph::set_inputs(Built& b, const MicroBatch& batch) {
 }
 
 Status TrainGraph::compute(Graph& g) {
-  if (!ggml_gallocr_alloc_graph(allocator_, g.graph)) {
+  if (!ggml_gallocr_alloc_graph(allocator_.get(), g.graph)) {
     return errorf("out_of_memory", "cannot allocate the training graph's memory");
   }
-  const ggml_status status = ggml_backend_graph_compute(backend_, g.graph);
+  const ggml_status status = ggml_backend_graph_compute(backend_.get(), g.graph);
   if (status != GGML_STATUS_SUCCESS) {
     return errorf("compute_failed", "the training step failed ({})", ggml_status_to_string(status));
   }
@@ -363,7 +345,7 @@ Status TrainGraph::adamw(const AdamWStep& step) {
       ggml_build_forward_expand(g.graph,
                                 ggml_opt_step_adamw(g.ctx, p.b, p.grad_b, p.m_b, p.v_b, adamw_params_));
     }
-    if (!ggml_gallocr_alloc_graph(adamw_allocator_, g.graph)) {
+    if (!ggml_gallocr_alloc_graph(adamw_allocator_.get(), g.graph)) {
       return errorf("out_of_memory", "cannot allocate the optimizer's graph");
     }
   }
@@ -375,7 +357,7 @@ Status TrainGraph::adamw(const AdamWStep& step) {
   v[4] = step.weight_decay;
   v[5] = float(1.0 / (1.0 - std::pow(double(step.beta1), double(step.t))));
   v[6] = float(1.0 / (1.0 - std::pow(double(step.beta2), double(step.t))));
-  const ggml_status status = ggml_backend_graph_compute(backend_, adamw_graph_->graph);
+  const ggml_status status = ggml_backend_graph_compute(backend_.get(), adamw_graph_->graph);
   if (status != GGML_STATUS_SUCCESS) {
     return errorf("compute_failed", "the optimizer step failed ({})", ggml_status_to_string(status));
   }

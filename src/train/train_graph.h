@@ -24,8 +24,10 @@
 
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml-cpu.h>
 
+#include "model/cpu_backend.h"
 #include "model/model.h"
 #include "train/lora_params.h"
 #include "train/micro_batch.h"
@@ -100,16 +102,15 @@ class TrainGraph {
   uint64_t dropout_step_key_ = 0;
   std::vector<DropoutKey> dropout_keys_;  // per (layer, target)
 
-  ggml_backend_t backend_ = nullptr;
-  ggml_threadpool_t threadpool_ = nullptr;
-  ggml_gallocr_t allocator_ = nullptr;
+  CpuBackend backend_;
+  ggml_gallocr_ptr allocator_{ggml_gallocr_new(ggml_backend_cpu_buffer_type())};
   std::unique_ptr<Built> built_;
   Shape shape_;
   int graphs_built_ = 0;
 
   std::unique_ptr<Graph> adamw_graph_;
   ggml_tensor* adamw_params_ = nullptr;
-  ggml_gallocr_t adamw_allocator_ = nullptr;
+  ggml_gallocr_ptr adamw_allocator_{ggml_gallocr_new(ggml_backend_cpu_buffer_type())};
 };
 
 }  // namespace graft
