@@ -79,7 +79,8 @@ Result<ggml_type> KvCache::type_from_name(std::string_view name) {
 
 KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
   Footprint f;
-  f.bytes_per_cell = 2 * size_t(config.n_layer) * ggml_row_size(type, config.n_embd_kv());
+  f.bytes_per_cell = kv_bytes_per_token(config, type);  // attention layers only
+  f.bytes_per_sequence = recurrent_state_bytes(config);
   return f;
 }
 

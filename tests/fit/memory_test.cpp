@@ -48,6 +48,27 @@ TEST(FitMemory, KvFootprintIsWhatTheCacheAllocates) {
   }
 }
 
+// A hybrid model keeps K and V for its attention layers only, and a
+// recurrent state per sequence for the others.
+TEST(FitMemory, KvFootprintOfAHybridModelIsWhatTheCacheAllocates) {
+  auto model = Model::load_layout(testing::test_model_path(testing::tiny_qwen35_spec("llama-spm", "f16")));
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  ASSERT_GT(c.n_recurrent_layers(), 0);
+  ASSERT_LT(c.n_recurrent_layers(), c.n_layer);
+  KvCacheOptions options;
+  options.n_cells = 1000;
+  options.n_seq_max = 3;
+  auto cache = KvCache::create(c, options);
+  ASSERT_TRUE(cache.ok());
+  const KvCache::Footprint f = KvCache::footprint(c, GGML_TYPE_F16);
+  EXPECT_EQ(f.bytes_per_cell, (*cache)->bytes_per_token());
+  EXPECT_GT(f.bytes_per_sequence, 0u);
+  const size_t planned = 1000 * f.bytes_per_cell + 3 * f.bytes_per_sequence;
+  EXPECT_GE((*cache)->bytes_total(), planned);
+  EXPECT_LE((*cache)->bytes_total(), planned + 2 * 64 * size_t(c.n_layer));
+}
+
 TEST(FitMemory, MeasuredComputeIsTheBufferForwardReserves) {
   for (const std::string type : {"f16", "q4_0"}) {
     auto model = Model::load(model_path(type));
