@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <ggml-cpu.h>
@@ -15,17 +16,12 @@ namespace graft {
 namespace {
 
 // This file is built without floating-point contraction: a multiply and an
-// add stay two roundings unless fused() says otherwise, as ggml's separate
-// ops (and its vectorized loops) round.
+// add stay two roundings, as ggml's separate ops round.
 constexpr int64_t kChunk = 32;  // outputs whose accumulators stay in registers
-
-inline float fused(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return c + a * b;
-#endif
-}
+// Below this many elements ggml's F16 and BF16 dot products (SIMD step 32 with
+// AVX2, 64 with AVX-512) sum every product in order, in double: the length
+// where add_rows_exact stops being ggml's rounding on some CPU.
+constexpr int64_t kGgmlMinSimdDot = 32;
 
 void load_row(ggml_type type, const char* src, float* row, int64_t m) {
   if (type == GGML_TYPE_F16) {
@@ -60,30 +56,40 @@ void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, co
   }
 }
 
-// The same for F32 rows: products rounded to float and summed in float, in
-// order, the last rank % 4 of them fused (see lora_ops.h). The stacks pad
-// an adapter's rank with zeros, so its own rank ends at the last nonzero w
-// (should A x be exactly 0 there, the boundary of the fused tail may move:
-// a last-bit difference at most, in a case that needs exact cancellation).
-void add_rows_f32(float* out, const char* b, size_t stride, const float* w, float scale, int64_t rank,
-                  int64_t n) {
+// out[o] += scale * (B[.][o] . w) for o in [0, n) through ggml's own dot
+// product for the type (F32 always; F16 and BF16 from ggml's SIMD step up),
+// so each sum is rounded exactly as ggml_mul_mat rounds it on this CPU: the
+// order of its vector accumulators and of its contracted scalar tail depends
+// on the CPU and on how ggml was compiled. B's column of a block of outputs is
+// gathered into rows first. The stacks pad an adapter's rank with zeros, so
+// its own rank ends at the last nonzero w (should A x be exactly 0 there, the
+// rank ggml's split sees may move: a last-bit difference at most, in a case
+// that needs exact cancellation).
+void add_rows_ggml_dot(float* out, const char* b, size_t stride, ggml_type type, const float* w, float scale,
+                       int64_t rank, int64_t n) {
   while (rank > 0 && w[rank - 1] == 0.0f) --rank;
-  const int64_t fused_from = rank & ~int64_t(3);
+  if (rank == 0) return;
+  const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(type);
+  const size_t es = ggml_type_size(type);
+  // A x in the dot product's input type, as ggml_mul_mat converts it.
+  std::vector<char> wq(size_t(rank) * ggml_type_size(traits->vec_dot_type));
+  if (traits->vec_dot_type == GGML_TYPE_F32) {
+    std::memcpy(wq.data(), w, size_t(rank) * sizeof(float));
+  } else {
+    ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float(w, wq.data(), rank);
+  }
+  std::vector<char> rows(size_t(kChunk) * size_t(rank) * es);
   for (int64_t o0 = 0; o0 < n; o0 += kChunk) {
     const int64_t m = std::min(kChunk, n - o0);
-    float acc[kChunk] = {};
     for (int64_t k = 0; k < rank; ++k) {
-      if (w[k] == 0.0f) continue;
-      const float* row = reinterpret_cast<const float*>(b + size_t(k) * stride) + o0;
-      const float wk = w[k];
-      if (k < fused_from) {
-        for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] + wk * row[j];
-      } else {
-        for (int64_t j = 0; j < m; ++j) acc[j] = fused(wk, row[j], acc[j]);
-      }
+      const char* src = b + size_t(k) * stride + size_t(o0) * es;
+      for (int64_t j = 0; j < m; ++j)
+        std::memcpy(&rows[(size_t(j) * size_t(rank) + size_t(k)) * es], src + size_t(j) * es, es);
     }
     for (int64_t j = 0; j < m; ++j) {
-      const float term = acc[j] * scale;
+      float dot = 0.0f;
+      traits->vec_dot(int(rank), &dot, 0, &rows[size_t(j) * size_t(rank) * es], 0, wq.data(), 0, 1);
+      const float term = dot * scale;
       out[o0 + j] = out[o0 + j] + term;
     }
   }
@@ -148,8 +154,8 @@ void lora_b_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
       for (int64_t k = 0; k < rank; ++k) w[size_t(k)] = round_input(b->type, a[k]);
       const char* base =
           static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
-      if (b->type == GGML_TYPE_F32) {
-        add_rows_f32(out, base, b->nb[1], w.data(), scale, rank, o1 - o0);
+      if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
+        add_rows_ggml_dot(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
       } else {
         add_rows_exact(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
       }

@@ -9,15 +9,16 @@
 //
 // The numbers are ggml's: each term is the one ggml_mul_mat (one row at a
 // time, as in decoding), ggml_scale and ggml_add give for an adapter of that
-// type, for ranks below ggml's SIMD step for dot products (32 elements with
-// AVX2; 32 or 64 with AVX-512), where ggml sums a dot product in order:
-// - F16 and BF16: A x rounded to the adapter's type, each product exact in
-//   float, summed in double;
-// - F32: products rounded to float and summed in float, except those of the
-//   last rank % 4 elements, which are fused multiply-adds where the CPU has
-//   FMA. That is how GCC compiles ggml's scalar loop (a 4-wide vector body
-//   whose in-order sum keeps each product's rounding, then a contracted
-//   scalar tail); tests/model/lora_ops_test.cpp checks it against ggml.
+// type:
+// - F16 and BF16 below ggml's SIMD step for dot products (32 elements with
+//   AVX2; 64 with AVX-512), where ggml sums a dot product in order: A x
+//   rounded to the adapter's type, each product exact in float, summed in
+//   double, vectorized over outputs here;
+// - F32 at any rank, F16 and BF16 from 32 up: through ggml's own dot product
+//   for the type on gathered columns of B, since how ggml orders and
+//   contracts those sums depends on the CPU and on its compiler (with AVX2,
+//   GCC 12 fuses the last rank % 4 F32 products; with AVX-512 the last
+//   rank % 8). tests/model/lora_ops_test.cpp checks each against ggml.
 #pragma once
 
 #include <span>

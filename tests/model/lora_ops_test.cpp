@@ -5,6 +5,7 @@
 // types in one row.
 #include "model/lora_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -121,13 +122,16 @@ void expect_bitwise_equal(const std::vector<float>& want, const std::vector<floa
 
 TEST(LoraBAdd, EachTypeRoundsAsGgmlMulMatScaleAdd) {
   for (ggml_type type : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
-    for (int rank : {1, 3, 4, 6, 8, 16, 23}) {
+    // Short ranks, and ranks past ggml's SIMD steps (32 with AVX2, 64 with
+    // AVX-512), where its dot products split into vector accumulators.
+    for (int rank : {1, 3, 4, 6, 8, 16, 23, 32, 64, 80, 128}) {
       const std::string what = std::string(ggml_type_name(type)) + " rank " + std::to_string(rank);
       const auto [want, got] = both_ways({{type, rank, rank, 0.75f}}, unsigned(rank));
       expect_bitwise_equal(want, got, what);
       // Padded to a larger rank, as when a larger adapter shares the stack.
-      const auto [want_padded, got_padded] = both_ways({{type, rank, 24, 0.75f}}, unsigned(rank));
-      expect_bitwise_equal(want_padded, got_padded, what + " padded to 24");
+      const int padded = std::max(24, rank + 8);
+      const auto [want_padded, got_padded] = both_ways({{type, rank, padded, 0.75f}}, unsigned(rank));
+      expect_bitwise_equal(want_padded, got_padded, what + " padded to " + std::to_string(padded));
     }
   }
 }
