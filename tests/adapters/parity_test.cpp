@@ -126,14 +126,18 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
 }
 
 // Per model, <model>.json holds the F16 adapters and <model>-f32-bf16.json
-// the F32 and BF16 ones. The avx512 folder has only the F16 files so far (the
-// F32/BF16 ones were recorded on an AVX2 machine; record them on an AVX-512
-// one with scripts/make-adapter-goldens.sh and raise its count to 4).
+// the F32 and BF16 ones. The avx2 folder lacks qwen35's F32/BF16 file (not
+// recorded on an AVX2 machine yet). The avx512 folder has llama's only: on an
+// AVX-512 (with BF16) CPU, the stacked F32 + BF16 case of qwen3 and qwen35
+// differs from llama.cpp a few tokens in, in both stacking orders, while each
+// adapter alone matches. The likely cause, not yet confirmed: llama.cpp computes a prompt's A x with
+// ggml_mul_mat, which there takes llamafile's tinyBLAS (its own summation order) for F32 and BF16 A matrices,
+// and graft with ggml_mul_mat_id, which does not; decoding (one row) rounds alike on both sides.
 TEST(AdapterGoldens, RecordedForThisCpuKind) {
   const std::vector<std::string> files = golden_files();
   const size_t f32_bf16 = size_t(std::count_if(
       files.begin(), files.end(), [](const std::string& f) { return f.ends_with("-f32-bf16.json"); }));
-  const std::map<std::string, std::pair<size_t, size_t>> expected = {{"avx2", {2, 2}}, {"avx512", {2, 0}}};
+  const std::map<std::string, std::pair<size_t, size_t>> expected = {{"avx2", {3, 2}}, {"avx512", {3, 1}}};
   const auto [want_f16, want_f32_bf16] = expected.at(testing::goldens_cpu_kind());
   EXPECT_GE(files.size() - f32_bf16, want_f16)
       << "F16 adapter parity goldens missing for " << testing::goldens_cpu_kind() << " CPUs in "
