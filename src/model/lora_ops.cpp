@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <ggml-cpu.h>
@@ -51,6 +52,87 @@ void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, co
     }
     for (int64_t j = 0; j < m; ++j) {
       const float term = float(acc[j]) * scale;
+      out[o0 + j] = out[o0 + j] + term;
+    }
+  }
+}
+
+inline float fused(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return c + a * b;
+#endif
+}
+
+// sum_k x[k] y[k] as ggml's F32 dot product sums a short row (below its SIMD
+// step) when its compiler vectorizes the scalar loop `width` wide: products
+// rounded and summed in order, the last n % width of them fused.
+float tail_fused_dot(const float* x, const float* y, int64_t n, int64_t width) {
+  const int64_t fused_from = n & ~(width - 1);
+  float sum = 0.0f;
+  for (int64_t k = 0; k < n; ++k) {
+    if (k < fused_from) {
+      const float product = x[k] * y[k];
+      sum = sum + product;
+    } else {
+      sum = fused(x[k], y[k], sum);
+    }
+  }
+  return sum;
+}
+
+// The width of that rule for the ggml this binary links, found once by
+// asking ggml's own dot product on random rows of every short length: 4 with
+// AVX2 and 8 with AVX-512 builds by GCC 12. 0: no width fits, and every F32
+// term goes through ggml's dot product (add_rows_ggml_dot).
+int64_t f32_tail_width() {
+  static const int64_t width = [] {
+    const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(GGML_TYPE_F32);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::array<float, kGgmlMinSimdDot> x{}, y{};
+    for (int64_t width : {4, 8, 16}) {
+      bool fits = true;
+      for (int trial = 0; trial < 4 * int(kGgmlMinSimdDot) && fits; ++trial) {
+        const int64_t n = 1 + trial % (kGgmlMinSimdDot - 1);
+        for (int64_t k = 0; k < n; ++k) {
+          x[size_t(k)] = uniform(rng);
+          y[size_t(k)] = uniform(rng);
+        }
+        float want = 0.0f;
+        traits->vec_dot(int(n), &want, 0, x.data(), 0, y.data(), 0, 1);
+        const float got = tail_fused_dot(x.data(), y.data(), n, width);
+        fits = std::memcmp(&want, &got, sizeof(float)) == 0;
+      }
+      if (fits) return width;
+    }
+    return int64_t(0);
+  }();
+  return width;
+}
+
+// The same rule for F32 rows of B, vectorized over outputs: out[o] += scale *
+// sum_k w[k] B[k][o]. The stacks pad an adapter's rank with zeros, so its own
+// rank ends at the last nonzero w (see add_rows_ggml_dot).
+void add_rows_f32(float* out, const char* b, size_t stride, const float* w, float scale, int64_t rank,
+                  int64_t n, int64_t width) {
+  while (rank > 0 && w[rank - 1] == 0.0f) --rank;
+  const int64_t fused_from = rank & ~(width - 1);
+  for (int64_t o0 = 0; o0 < n; o0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - o0);
+    float acc[kChunk] = {};
+    for (int64_t k = 0; k < rank; ++k) {
+      const float* row = reinterpret_cast<const float*>(b + size_t(k) * stride) + o0;
+      const float wk = w[k];
+      if (k < fused_from) {
+        for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] + wk * row[j];
+      } else {
+        for (int64_t j = 0; j < m; ++j) acc[j] = fused(wk, row[j], acc[j]);
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const float term = acc[j] * scale;
       out[o0 + j] = out[o0 + j] + term;
     }
   }
@@ -154,7 +236,10 @@ void lora_b_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
       for (int64_t k = 0; k < rank; ++k) w[size_t(k)] = round_input(b->type, a[k]);
       const char* base =
           static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
-      if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
+      const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
+      if (width != 0) {
+        add_rows_f32(out, base, b->nb[1], w.data(), scale, rank, o1 - o0, width);
+      } else if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
         add_rows_ggml_dot(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
       } else {
         add_rows_exact(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);

@@ -14,11 +14,16 @@
 //   AVX2; 64 with AVX-512), where ggml sums a dot product in order: A x
 //   rounded to the adapter's type, each product exact in float, summed in
 //   double, vectorized over outputs here;
-// - F32 at any rank, F16 and BF16 from 32 up: through ggml's own dot product
-//   for the type on gathered columns of B, since how ggml orders and
-//   contracts those sums depends on the CPU and on its compiler (with AVX2,
-//   GCC 12 fuses the last rank % 4 F32 products; with AVX-512 the last
-//   rank % 8). tests/model/lora_ops_test.cpp checks each against ggml.
+// - F32 below 32: products rounded to float and summed in float, in order,
+//   the last rank % W of them fused, as GCC compiles ggml's scalar loop (a
+//   W-wide vector body whose in-order sum keeps each product's rounding, then
+//   a contracted scalar tail); W (4 with AVX2, 8 with AVX-512) is found once
+//   by asking ggml's own dot product;
+// - F32 from 32 (or when no W fits), F16 and BF16 from 32: through ggml's
+//   own dot product for the type on gathered columns of B, since how ggml
+//   orders those sums past its SIMD step depends on the CPU (slower: with 8
+//   rank-16 F32 adapters this way, decoding ran at half the F16 speed).
+// tests/model/lora_ops_test.cpp checks each against ggml.
 #pragma once
 
 #include <span>
