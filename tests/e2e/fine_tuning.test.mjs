@@ -137,7 +137,16 @@ describe('fine-tuning jobs with the openai SDK', () => {
     const paused = await openai.fineTuning.jobs.pause(a.id);
     assert.ok(['running', 'paused'].includes(paused.status), paused.status);
     await waitJob(openai, a.id, (j) => j.status === 'paused', 'pause');
-    const stepsAtPause = lossSteps(await allEvents(openai, a.id)).length;
+    // The job reads 'paused' at once; its trainer finishes its step, saves a
+    // checkpoint and stops, and then "Job paused at step N" comes. Steps
+    // counted before that could be outrun by the paused trainer's last ones.
+    let stepsAtPause = 0;
+    for (const until = Date.now() + 120000; ; await sleep(100)) {
+      const ev = await allEvents(openai, a.id);
+      stepsAtPause = lossSteps(ev).length;
+      if (ev.some((e) => e.type === 'message' && /^Job paused/.test(e.message))) break;
+      if (Date.now() > until) throw new Error('the paused trainer did not stop');
+    }
     // While a is paused, the queue moves on to b.
     await waitJob(openai, b.id, (j) => j.status === 'running', 'start of b');
     assert.equal((await openai.fineTuning.jobs.cancel(b.id)).id, b.id);
