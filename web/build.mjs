@@ -2,10 +2,11 @@
 // names carry a content hash, and (with --cpp) writes the C++ source that
 // embeds them into the graft binary, each both gzip-compressed and as is.
 //
-//   node build.mjs --out DIR [--cpp FILE]
+//   node build.mjs --out DIR [--cpp FILE] [--max-kb N]
 //
 // Works offline once `npm ci` has run (scripts/setup.sh does it). Prints the
-// page's total transfer size (gzip) so the build log shows it.
+// page's total transfer size (gzip) so the build log shows it; with --max-kb
+// it fails when the page is larger (the web_page_size test).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,15 +18,18 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const SIZE_TARGET = 300 * 1024;
 
 function parseArgs(argv) {
-  const args = { out: path.join(here, 'dist'), cpp: null };
+  const args = { out: path.join(here, 'dist'), cpp: null, maxKb: null };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
     if ((flag === '--out' || flag === '--cpp') && value) {
       args[flag.slice(2)] = path.resolve(value);
       i++;
+    } else if (flag === '--max-kb' && value && Number(value) > 0) {
+      args.maxKb = Number(value);
+      i++;
     } else {
-      throw new Error(`usage: node build.mjs --out DIR [--cpp FILE] (unexpected '${flag}')`);
+      throw new Error(`usage: node build.mjs --out DIR [--cpp FILE] [--max-kb N] (unexpected '${flag}'${flag === '--max-kb' ? ` '${value}'` : ''})`);
     }
   }
   return args;
@@ -144,3 +148,7 @@ const total = files.reduce((sum, f) => sum + f.gzip.length, 0);
 const detail = files.map((f) => `${path.basename(f.name)} ${kb(f.gzip.length)}`).join(', ');
 console.log(`web: page transfer size ${kb(total)} gzip (target < ${kb(SIZE_TARGET)}): ${detail}`);
 if (total > SIZE_TARGET) console.log('web: WARNING: the page is larger than its target');
+if (args.maxKb !== null && total > args.maxKb * 1024) {
+  console.error(`web: the page's transfer size ${kb(total)} is over --max-kb ${args.maxKb}`);
+  process.exit(1);
+}

@@ -6,6 +6,7 @@
 #include <gguf.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -238,9 +239,11 @@ Status write_gguf_lora(const fs::path& path, const LoraAdapter& adapter,
     add(base + ".lora_b", p.rank, p.b.n / p.rank, p.b);
   }
   const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  errno = 0;
   if (!gguf_write_to_file(meta.get(), tmp.c_str(), /*only_meta=*/false)) {
+    const int err = errno;
     std::remove(tmp.c_str());
-    return errorf("io_error", "cannot write {}", tmp);
+    return errorf("io_error", "cannot write {}{}", tmp, err ? std::string(": ") + std::strerror(err) : "");
   }
   // Flush before the rename, so a crash leaves the old file or the whole new one.
   const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);

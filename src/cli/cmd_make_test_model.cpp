@@ -48,6 +48,11 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--ssm-v-heads", spec->ssm_v_heads,
                   "qwen35: linear-attention value heads (0: twice the key heads)")
       ->capture_default_str();
+  cmd->add_option("--unreadable-scale", spec->unreadable_scale,
+                  "Scale of the output rows of non-word tokens (special tokens included); 1 lets a "
+                  "trained adapter make the model end its answers")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", spec->seed, "Random seed")->capture_default_str();
   cmd->add_option("--chat-template", *template_file,
                   "File with the chat template to embed, or 'none' (default: the vocab's own)");

@@ -239,10 +239,12 @@ Status SafetensorsWriter::write(const std::string& path) const {
     ok = ok && std::fwrite(e.data.data(), 1, e.data.size(), out) == e.data.size();
   }
   ok = ok && std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
+  const int err = ok ? 0 : errno;
   ok = (std::fclose(out) == 0) && ok;
   if (!ok) {
+    const int why = err ? err : errno;
     std::remove(tmp.c_str());
-    return errorf("io_error", "cannot write {}", tmp);
+    return errorf("io_error", "cannot write {}: {}", tmp, std::strerror(why));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

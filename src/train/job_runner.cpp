@@ -9,6 +9,7 @@
 
 #include "train/job_events.h"
 #include "train/job_process.h"
+#include "train/publish.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/priority.h"
@@ -390,6 +391,11 @@ void JobRunner::run_job(std::shared_ptr<Live> live) {
       return {};
     });
     if (!finished) GRAFT_LOG_ERROR("job {}: {}", id, finished.error().message);
+    // A trainer killed while it wrote the adapter leaves a hidden folder in
+    // the store; a job that ends without its adapter clears it.
+    if (finished && (finished->status == JobStatus::failed || finished->status == JobStatus::cancelled)) {
+      clear_dead_publishes(options_.store_dir, finished->adapter_id);
+    }
     if (finished && finished->status == JobStatus::succeeded && options_.on_succeeded) {
       options_.on_succeeded(*finished);
     }

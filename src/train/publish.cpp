@@ -1,6 +1,13 @@
 #include "train/publish.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 #include "adapters/gguf_lora.h"
 #include "adapters/metadata.h"
@@ -8,6 +15,44 @@
 #include "adapters/targets.h"
 
 namespace graft {
+
+namespace {
+
+// Makes a rename in `dir` durable.
+void sync_folder(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// A test hook (GRAFT_TRAIN_PUBLISH_FAULT): with half the adapter written
+// into its hidden folder, "enospc" fails the write as a full disk does and
+// "kill" ends the process by SIGKILL, as a crash there would.
+std::string_view injected_fault() {
+  const char* v = std::getenv("GRAFT_TRAIN_PUBLISH_FAULT");
+  return v ? std::string_view(v) : std::string_view();
+}
+
+}  // namespace
+
+// Removes what publishes of `id` that died left behind: hidden folders
+// ".<id>.tmp-<pid>" whose process is gone.
+void clear_dead_publishes(const fs::path& store, const std::string& id) {
+  const std::string prefix = "." + id + ".tmp-";
+  std::error_code ec;
+  for (fs::directory_iterator it(store, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    char* rest = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &rest, 10);
+    if (*rest != '\0' || pid <= 0) continue;
+    if (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
+    }
+  }
+}
 
 Result<fs::path> publish_adapter(const LoraParams& params, float scale, const BaseModel& base,
                                  const PublishInfo& info) {
@@ -17,6 +62,7 @@ Result<fs::path> publish_adapter(const LoraParams& params, float scale, const Ba
   std::error_code ec;
   fs::create_directories(info.store, ec);
   fs::remove_all(tmp, ec);
+  clear_dead_publishes(info.store, info.id);
   auto fail = [&](const Error& e) -> Result<fs::path> {
     fs::remove_all(tmp, ec);
     return e;
@@ -25,6 +71,14 @@ Result<fs::path> publish_adapter(const LoraParams& params, float scale, const Ba
   PeftWriteOptions peft;
   peft.base_model_name_or_path = base.repo.empty() ? base.name : base.repo;
   if (Status st = write_peft(tmp, adapter, peft); !st) return fail(st.error());
+  if (const std::string_view fault = injected_fault(); fault == "kill") {
+    ::raise(SIGKILL);
+  } else if (fault == "enospc") {
+    return fail(make_error("io_error", "cannot write " + (tmp / (info.id + ".gguf")).string() + ": " +
+                                           std::strerror(ENOSPC) + " (GRAFT_TRAIN_PUBLISH_FAULT)"));
+  } else if (!fault.empty()) {
+    return fail(make_error("invalid_argument", "GRAFT_TRAIN_PUBLISH_FAULT must be 'enospc' or 'kill'"));
+  }
   GgufLoraWriteOptions gguf;
   gguf.architecture = base.architecture;
   gguf.name = info.id;
@@ -68,6 +122,7 @@ Result<fs::path> publish_adapter(const LoraParams& params, float scale, const Ba
   if (ec)
     return fail(
         make_error("io_error", "cannot move the adapter into " + final_dir.string() + ": " + ec.message()));
+  sync_folder(info.store);
   return final_dir;
 }
 

@@ -35,7 +35,13 @@ struct PublishInfo {
   double wall_s = 0.0;
 };
 
-// Returns the adapter's folder.
+// Removes what publishes of `id` that died (a crash, a kill) left in the
+// store: hidden folders ".<id>.tmp-<pid>" whose process is gone.
+void clear_dead_publishes(const fs::path& store, const std::string& id);
+
+// Returns the adapter's folder. GRAFT_TRAIN_PUBLISH_FAULT (tests only): with
+// half the adapter written, "enospc" fails as a full disk does, "kill" ends
+// the process by SIGKILL.
 Result<fs::path> publish_adapter(const LoraParams& params, float scale, const BaseModel& base,
                                  const PublishInfo& info);
 

@@ -6,10 +6,11 @@
 // its own XDG_DATA_HOME in the work folder.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { toFile } from 'openai';
-import { startServer, getJson, postRaw } from './graft.mjs';
+import { startServer, getJson, postRaw, testModel } from './graft.mjs';
 import { allEvents, client, freshXdg, jsonl, lossSteps, passwordRows, sleep, upload, waitJob } from './training.mjs';
 
 const range = (n) => Array.from({ length: n }, (_, i) => i + 1);
@@ -136,7 +137,16 @@ describe('fine-tuning jobs with the openai SDK', () => {
     const paused = await openai.fineTuning.jobs.pause(a.id);
     assert.ok(['running', 'paused'].includes(paused.status), paused.status);
     await waitJob(openai, a.id, (j) => j.status === 'paused', 'pause');
-    const stepsAtPause = lossSteps(await allEvents(openai, a.id)).length;
+    // The job reads 'paused' at once; its trainer finishes its step, saves a
+    // checkpoint and stops, and then "Job paused at step N" comes. Steps
+    // counted before that could be outrun by the paused trainer's last ones.
+    let stepsAtPause = 0;
+    for (const until = Date.now() + 120000; ; await sleep(100)) {
+      const ev = await allEvents(openai, a.id);
+      stepsAtPause = lossSteps(ev).length;
+      if (ev.some((e) => e.type === 'message' && /^Job paused/.test(e.message))) break;
+      if (Date.now() > until) throw new Error('the paused trainer did not stop');
+    }
     // While a is paused, the queue moves on to b.
     await waitJob(openai, b.id, (j) => j.status === 'running', 'start of b');
     assert.equal((await openai.fineTuning.jobs.cancel(b.id)).id, b.id);
@@ -209,5 +219,58 @@ describe('fine-tuning jobs with the openai SDK', () => {
     assert.match(failed.error.message, /line 17/);
     assert.equal(failed.error.param, 'training_file');
     assert.equal(lossSteps(await allEvents(openai, job.id)).length, 0, 'no training step');
+  });
+});
+
+// The trainer's synthetic "memorize" dataset (tests/data/train/learn, made by
+// tests/train/make_learn_data.py): prompts and made-up two-word answers, here
+// as chat turns. Trained on four of them (120 steps, about 10 s on two
+// cores), the adapter makes greedy chat answer each prompt with exactly its
+// answer and stop there. The model is the tiny one with all output rows at
+// one scale, so that the adapter can make it end its answer (<|im_end|>).
+describe('a trained adapter gives the trained answers in chat', () => {
+  const MEMORIZE = fileURLToPath(new URL('../data/train/learn/memorize/train.jsonl', import.meta.url));
+  const examples = readFileSync(MEMORIZE, 'utf8').trim().split('\n').slice(0, 4).map((line) => JSON.parse(line))
+    .map(({ prompt, completion }) => ({ question: prompt, answer: completion.trim() }));
+  let server;
+  let openai;
+
+  before(async () => {
+    const XDG = freshXdg('fine-tuning-memorize-xdg');
+    server = await startServer(['--train-threads', '2'], { ctx: 512, env: { XDG_DATA_HOME: XDG }, model: testModel({ learnable: true }) });
+    openai = client(server);
+  });
+  after(async () => { assert.equal(await server.stop(), 0, server.log()); });
+
+  it('trains on the answers, loads the adapter, and chat with it answers each prompt exactly', async () => {
+    const rows = examples.map(({ question, answer }) => ({
+      messages: [{ role: 'user', content: question }, { role: 'assistant', content: answer }],
+    }));
+    const file = await upload(openai, rows, 'memorize.jsonl');
+    const job = await openai.fineTuning.jobs.create({
+      model: 'tiny',
+      training_file: file.id,
+      suffix: 'memorize',
+      seed: 1,
+      hyperparameters: { batch_size: examples.length },
+      lora: { rank: 8, iters: 120, learning_rate: 5e-3, max_seq_length: 64, save_every: 0, val_every: 1000 },
+    });
+    const done = await waitJob(openai, job.id, (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status), 'end', 300000);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done.error));
+    const loaded = await postRaw(server, '/v1/adapters', JSON.stringify({ id: 'memorize' }));
+    assert.equal(loaded.status, 200, loaded.text);
+
+    const ask = async (question, extra) => (await openai.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: question }],
+      temperature: 0,
+      max_tokens: 24,
+      ...extra,
+    })).choices[0];
+    for (const { question, answer } of examples) {
+      const trained = await ask(question, { adapter: 'memorize' });
+      assert.deepEqual({ content: trained.message.content, finish: trained.finish_reason }, { content: answer, finish: 'stop' }, question);
+      assert.notEqual((await ask(question, {})).message.content, answer, `the base model alone does not answer ${question}`);
+    }
   });
 });

@@ -93,3 +93,40 @@ describe('fine-tuning jobs survive crashes', () => {
     assert.ok(server.alive(), 'the server lives on');
   });
 });
+
+// A full disk or a crash while the trainer writes the adapter: the job fails
+// with the reason, and the store shows no adapter, not even a hidden half one.
+// GRAFT_TRAIN_PUBLISH_FAULT (a test hook of the trainer) makes the write fail
+// as a full disk does, or kills the trainer half way through it.
+describe('a job whose adapter cannot be written leaves no half adapter', () => {
+  for (const fault of ['enospc', 'kill']) {
+    it(`fault '${fault}': the job fails clearly and the store stays clean`, async () => {
+      const xdg = freshXdg(`fine-tuning-publish-${fault}-xdg`);
+      const store = path.join(xdg, 'graft', 'adapters');
+      const server = await startServer(['--train-threads', '2', '--train-retries', '1'],
+        { ctx: 512, env: { XDG_DATA_HOME: xdg, GRAFT_TRAIN_PUBLISH_FAULT: fault } });
+      try {
+        const openai = client(server);
+        const file = await upload(openai, passwordRows());
+        const job = await openai.fineTuning.jobs.create({
+          model: 'tiny', training_file: file.id, suffix: `half-${fault}`,
+          lora: { rank: 4, iters: 4, save_every: 2, max_seq_length: 64 },
+        });
+        const failed = await waitJob(openai, job.id, (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status), 'end', 240000);
+        assert.equal(failed.status, 'failed');
+        assert.equal(failed.fine_tuned_model, null);
+        if (fault === 'enospc') {
+          assert.match(failed.error.message, /No space left on device/);
+        } else {
+          assert.match(failed.error.message, /killed by SIGKILL|signal 9/i, failed.error.message);
+          assert.ok((await allEvents(openai, job.id)).some((e) => /retrying from step 4/.test(e.message)), 'the crash was retried');
+        }
+        assert.deepEqual(existsSync(store) ? readdirSync(store) : [], [], 'nothing in the store, hidden or not');
+        const available = await (await fetch(`${server.baseURL}/v1/adapters/available`)).json();
+        assert.ok(!available.data.some((a) => a.id === `half-${fault}`), JSON.stringify(available));
+      } finally {
+        assert.equal(await server.stop(), 0, server.log());
+      }
+    });
+  }
+});

@@ -15,10 +15,14 @@ if (!BUNDLE_DIR || !existsSync(BUNDLE_DIR)) {
   throw new Error(`GRAFT_BUNDLE_DIR must name the llama.cpp release tree (got '${BUNDLE_DIR}')`);
 }
 
-// A tiny random-weight Qwen3 model with Qwen3's own chat template (written once).
-export function testModel() {
+// A tiny random-weight Qwen3 model with Qwen3's own chat template (written
+// once). `learnable`: every output row has the same scale, so that a trained
+// adapter can make the model write special tokens (<|im_end|>, <think>) and
+// end its answers; the usual model shrinks their logits so that random text
+// reads as words.
+export function testModel({ learnable = false } = {}) {
   mkdirSync(WORK_DIR, { recursive: true });
-  const file = path.join(WORK_DIR, 'qwen3-tiny.gguf');
+  const file = path.join(WORK_DIR, learnable ? 'qwen3-tiny-learnable.gguf' : 'qwen3-tiny.gguf');
   if (!existsSync(file)) {
     execFileSync(GRAFT_BIN, [
       'make-test-model', file, '--arch', 'qwen3',
@@ -26,14 +30,15 @@ export function testModel() {
       '--embd', '128', '--layers', '2', '--heads', '4', '--kv-heads', '2', '--head-dim', '32', '--ffn', '256',
       '--ctx', '4096', '--type', 'f16',
       '--chat-template', path.join(BUNDLE_DIR, 'models/templates/Qwen-Qwen3-0.6B.jinja'),
+      ...(learnable ? ['--unreadable-scale', '1'] : []),
     ], { stdio: 'pipe' });
   }
   return file;
 }
 
 // Starts `graft serve` on a free port; resolves once it listens.
-export async function startServer(extraArgs = [], { ctx = 256, env = {} } = {}) {
-  const args = ['serve', testModel(), '--port', '0', '--ctx', String(ctx), '--parallel', '4', '--threads', '2',
+export async function startServer(extraArgs = [], { ctx = 256, env = {}, model = testModel() } = {}) {
+  const args = ['serve', model, '--port', '0', '--ctx', String(ctx), '--parallel', '4', '--threads', '2',
     '--alias', 'tiny', ...extraArgs];
   // Compute threads that sleep instead of spinning keep the test quick on a busy machine.
   const child = spawn(GRAFT_BIN, args, {

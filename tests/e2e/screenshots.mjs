@@ -76,8 +76,12 @@ try {
   }
   await page.getByRole('button', { name: 'Start training' }).click();
   await page.waitForFunction(() => Number(document.querySelector('[data-testid=loss-chart]')?.dataset.points) >= 12, null, { timeout: 300000 });
+  // The job (status, facts, curve, events) at the top of the window, not the form's Start button.
+  const job = page.locator('section[aria-label=Job]');
+  await job.evaluate((el) => el.scrollIntoView({ block: 'start' }));
   await shot(page, 'train');
   await page.getByTestId('job-status').filter({ hasText: /succeeded|failed|cancelled/ }).waitFor({ timeout: 600000 });
+  await job.evaluate((el) => el.scrollIntoView({ block: 'start' }));
   await shot(page, 'train-done');
 
   await page.getByRole('link', { name: 'Status' }).click();

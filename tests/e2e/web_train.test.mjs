@@ -12,6 +12,8 @@ import { openBrowser, openPage, recordChatRequests, sendChat, until } from './br
 
 const XDG = path.join(WORK_DIR, 'web-train-xdg');
 const ITERS = 40;
+// Generous: the full test run shares two cores between two tests at a time.
+const LONG = 240000;
 
 function makeDataset() {
   const words = ['apple', 'river', 'stone', 'cloud', 'maple', 'ember', 'harbor', 'violet', 'copper', 'meadow', 'falcon', 'lantern'];
@@ -74,22 +76,32 @@ describe('web page: training', () => {
     jobId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
 
     // A few points in, pause it, and close the page.
-    await until(async () => (await chartPoints(page)) >= 3, 'the first points of the curve');
+    await until(async () => (await chartPoints(page)) >= 3, 'the first points of the curve', LONG);
     await page.getByRole('button', { name: 'Pause' }).click();
-    await page.getByTestId('job-status').filter({ hasText: 'paused' }).waitFor();
+    await page.getByTestId('job-status').filter({ hasText: 'paused' }).waitFor({ timeout: LONG });
     assert.deepEqual(problems, []);
     await page.close();
-    const soFar = reportedSteps(await apiEvents(server, jobId));
+    // The job reads 'paused' at once, but its trainer still finishes its step
+    // and saves a checkpoint: its last metrics come later, then "Job paused at
+    // step N" once it has stopped. Only then is the curve complete.
+    let soFar = 0;
+    await until(async () => {
+      const events = await apiEvents(server, jobId);
+      soFar = reportedSteps(events);
+      return events.some((e) => e.type === 'message' && /^Job paused/.test(e.message));
+    }, 'the trainer to stop', LONG);
     assert.ok(soFar >= 3 && soFar < ITERS, `paused mid-job (${soFar} steps)`);
 
     // Open it again: the whole curve so far, then live to the end.
     ({ page, problems } = await openPage(browser.context, `${server.baseURL}/#/train/${encodeURIComponent(jobId)}`));
-    await until(async () => (await chartPoints(page)) === soFar, `the ${soFar} points drawn again`);
+    await until(async () => (await chartPoints(page)) === soFar, `the ${soFar} points drawn again`, LONG);
     await page.getByRole('button', { name: 'Resume' }).click();
-    await page.getByTestId('job-status').filter({ hasText: 'succeeded' }).waitFor({ timeout: 180000 });
+    await until(async () => (await getJson(server, `/v1/fine_tuning/jobs/${jobId}`)).body.status === 'succeeded',
+      'the job to succeed', LONG);
     const events = await apiEvents(server, jobId);
     assert.equal(events.filter((e) => e.type === 'metrics' && typeof e.data?.train_loss === 'number').length, ITERS, 'a train loss for every step');
-    await until(async () => (await chartPoints(page)) === reportedSteps(events), 'one chart point per reported step');
+    await until(async () => (await chartPoints(page)) === reportedSteps(events), 'one chart point per reported step', LONG);
+    await page.getByTestId('job-status').filter({ hasText: 'succeeded' }).waitFor({ timeout: LONG });
     assert.equal(reportedSteps(events), ITERS);
     assert.match(await page.getByTestId('event-log').textContent(), /New adapter created: ok-format/);
     assert.deepEqual(problems, []);

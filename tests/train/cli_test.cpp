@@ -155,6 +155,66 @@ TEST(TrainCommand, EventsCheckpointsAndAPublishedAdapterThatLoads) {
   EXPECT_NE(run.stderr_text.find("loaded adapter 'tiny'"), std::string::npos) << run.stderr_text;
 }
 
+// Everything in the store but hidden entries (what a scan lists), and the hidden ones.
+std::pair<std::vector<std::string>, std::vector<std::string>> store_entries(const fs::path& store) {
+  std::vector<std::string> shown, hidden;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(store, ec)) {
+    const std::string name = e.path().filename().string();
+    (name.starts_with(".") ? hidden : shown).push_back(name);
+  }
+  return {shown, hidden};
+}
+
+TEST(TrainCommand, AWriteFailureWhilePublishingFailsClearlyAndLeavesNoAdapter) {
+  const fs::path dir = fresh_dir("train-publish-enospc");
+  RunResult r = run_graft(train_args(tiny_model(), completion_data(dir), dir / "store", dir / "run", 3),
+                          xdg(), {}, {"GRAFT_TRAIN_PUBLISH_FAULT=enospc"});
+  EXPECT_EQ(r.status, 1) << r.stderr_text;
+  ASSERT_FALSE(r.events.empty());
+  const nlohmann::json last = r.events.back();
+  EXPECT_EQ(last["type"], "error");
+  EXPECT_EQ(last["code"], "io_error");
+  EXPECT_NE(last["message"].get<std::string>().find("No space left on device"), std::string::npos) << last;
+  EXPECT_TRUE(of_type(r, "done").empty());
+  const auto [shown, hidden] = store_entries(dir / "store");
+  EXPECT_TRUE(shown.empty()) << shown[0];
+  EXPECT_TRUE(hidden.empty()) << "the half-written folder is removed: " << hidden[0];
+}
+
+TEST(TrainCommand, AKillWhilePublishingLeavesNoAdapterAndTheRetryClearsWhatItLeft) {
+  const fs::path dir = fresh_dir("train-publish-kill");
+  const std::vector<std::string> args =
+      train_args(tiny_model(), completion_data(dir), dir / "store", dir / "run", 3);
+  RunResult killed = run_graft(args, xdg(), {}, {"GRAFT_TRAIN_PUBLISH_FAULT=kill"});
+  EXPECT_EQ(killed.status, 128 + SIGKILL) << killed.stderr_text;
+  EXPECT_TRUE(of_type(killed, "done").empty());
+  {
+    const auto [shown, hidden] = store_entries(dir / "store");
+    EXPECT_TRUE(shown.empty()) << "no adapter in the store: " << shown[0];
+    ASSERT_EQ(hidden.size(), 1u) << "the killed publish left its hidden folder";
+    EXPECT_TRUE(fs::exists(dir / "store" / hidden[0] / kPeftWeightsFile)) << "killed half way";
+    EXPECT_FALSE(fs::exists(dir / "store" / hidden[0] / "tiny.gguf"));
+  }
+  // The store's scan does not list it.
+  RunResult listed = run_graft({"adapters", "list", "--adapter-dir", (dir / "store").string()}, xdg());
+  EXPECT_EQ(listed.status, 0) << listed.stderr_text;
+  EXPECT_EQ(listed.stderr_text.find("tiny"), std::string::npos) << listed.stderr_text;
+  for (const std::string& line : listed.bad_lines) EXPECT_EQ(line.find("tiny"), std::string::npos) << line;
+
+  // The retry (as the job runner does it) lands the whole adapter and clears the remains.
+  RunResult retried =
+      run_graft({"train", "--resume", (dir / "run").string(), "--json", "--threads", "1"}, xdg());
+  ASSERT_EQ(retried.status, 0) << retried.stderr_text;
+  ASSERT_FALSE(retried.events.empty());
+  EXPECT_EQ(retried.events.back()["type"], "done");
+  const auto [shown, hidden] = store_entries(dir / "store");
+  EXPECT_EQ(shown, std::vector<std::string>{"tiny"});
+  EXPECT_TRUE(hidden.empty()) << hidden[0];
+  EXPECT_TRUE(read_peft(dir / "store" / "tiny"));
+  EXPECT_TRUE(read_gguf_lora(dir / "store" / "tiny" / "tiny.gguf"));
+}
+
 TEST(TrainCommand, ResumeAfterKillGivesTheSameRun) {
   const fs::path dir = fresh_dir("train-resume");
   const std::string model = tiny_model("qwen3", "q8_0");

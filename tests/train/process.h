@@ -23,10 +23,12 @@ struct RunResult {
   std::string stderr_text;
 };
 
-// Runs `graft <args>` with XDG_DATA_HOME=xdg. on_event, when given, sees each
-// event as it arrives and returns a signal to send (0: none).
+// Runs `graft <args>` with XDG_DATA_HOME=xdg and the variables in `env`
+// ("NAME=value"). on_event, when given, sees each event as it arrives and
+// returns a signal to send (0: none).
 inline RunResult run_graft(const std::vector<std::string>& args, const std::string& xdg,
-                           const std::function<int(const nlohmann::json&)>& on_event = {}) {
+                           const std::function<int(const nlohmann::json&)>& on_event = {},
+                           const std::vector<std::string>& env = {}) {
   int out_pipe[2], err_pipe[2];
   RunResult result;
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return result;
@@ -37,6 +39,7 @@ inline RunResult run_graft(const std::vector<std::string>& args, const std::stri
     close(out_pipe[0]);
     close(err_pipe[0]);
     setenv("XDG_DATA_HOME", xdg.c_str(), 1);
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv{const_cast<char*>(GRAFT_BINARY)};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
