@@ -39,7 +39,8 @@ const RequestJson& require(const RequestJson& body, const std::string& name, con
   return *v;
 }
 
-void check_fields(const RequestJson& object, const std::string& where, std::initializer_list<const char*> known) {
+void check_fields(const RequestJson& object, const std::string& where,
+                  std::initializer_list<const char*> known) {
   for (const auto& [key, value] : object.items()) {
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
       const std::string field = where.empty() ? key : where + "." + key;
@@ -57,7 +58,8 @@ void check_top_level(const RequestJson& body, std::initializer_list<const char*>
     if (std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) continue;
     if (std::find(extra.begin(), extra.end(), key) != extra.end()) continue;
     for (const auto& [name, why] : refused) {
-      if (key == name && !value.is_null()) unsupported(key, fmt::format("'{}' is not supported: {}", key, why));
+      if (key == name && !value.is_null())
+        unsupported(key, fmt::format("'{}' is not supported: {}", key, why));
     }
     if (std::any_of(refused.begin(), refused.end(), [&](const auto& r) { return key == r.first; })) continue;
     fail(key, fmt::format("unknown field '{}'", key), ApiCode::kUnknownParameter);
@@ -129,15 +131,18 @@ void anthropic_message(const RequestJson& m, const std::string& field, RequestJs
       const std::string id = read_text(require(b, "id", bf + ".id"), bf + ".id");
       const std::string name = read_text(require(b, "name", bf + ".name"), bf + ".name");
       const RequestJson& input = require(b, "input", bf + ".input");
-      if (!input.is_object()) fail(bf + ".input", fmt::format("'{}.input' must be an object", bf), ApiCode::kInvalidType);
-      calls.push_back({{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", input.dump()}}}});
+      if (!input.is_object())
+        fail(bf + ".input", fmt::format("'{}.input' must be an object", bf), ApiCode::kInvalidType);
+      calls.push_back(
+          {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", input.dump()}}}});
     } else if (type == "tool_result" && role == "user") {
       check_fields(b, bf, {"type", "tool_use_id", "content", "is_error", "cache_control"});
       const std::string id = read_text(require(b, "tool_use_id", bf + ".tool_use_id"), bf + ".tool_use_id");
       std::string result = tool_result_text(b, bf);
       if (const RequestJson* is_error = find(b, "is_error")) {
         if (!is_error->is_boolean())
-          fail(bf + ".is_error", fmt::format("'{}.is_error' must be true or false", bf), ApiCode::kInvalidType);
+          fail(bf + ".is_error", fmt::format("'{}.is_error' must be true or false", bf),
+               ApiCode::kInvalidType);
         if (is_error->get<bool>()) result = "Error: " + result;
       }
       results.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
@@ -165,7 +170,8 @@ void anthropic_message(const RequestJson& m, const std::string& field, RequestJs
 
 std::string anthropic_system(const RequestJson& system) {
   if (system.is_string()) return system.get<std::string>();
-  if (!system.is_array()) fail("system", "'system' must be a string or a list of text blocks", ApiCode::kInvalidType);
+  if (!system.is_array())
+    fail("system", "'system' must be a string or a list of text blocks", ApiCode::kInvalidType);
   std::string text;
   for (size_t i = 0; i < system.size(); ++i) {
     const RequestJson& b = system[i];
@@ -197,7 +203,8 @@ RequestJson anthropic_tools(const RequestJson& tools) {
     if (name.empty()) fail(f + ".name", fmt::format("'{}.name' must not be empty", f));
     const RequestJson& schema = require(t, "input_schema", f + ".input_schema");
     if (!schema.is_object())
-      fail(f + ".input_schema", fmt::format("'{}.input_schema' must be a JSON schema object", f), ApiCode::kInvalidType);
+      fail(f + ".input_schema", fmt::format("'{}.input_schema' must be a JSON schema object", f),
+           ApiCode::kInvalidType);
     RequestJson fn = {{"name", name}};
     if (const RequestJson* d = find(t, "description")) fn["description"] = read_text(*d, f + ".description");
     fn["parameters"] = schema;
@@ -207,23 +214,27 @@ RequestJson anthropic_tools(const RequestJson& tools) {
 }
 
 std::string anthropic_tool_choice(const RequestJson& choice) {
-  if (!choice.is_object()) fail("tool_choice", "'tool_choice' must be an object with a 'type'", ApiCode::kInvalidType);
+  if (!choice.is_object())
+    fail("tool_choice", "'tool_choice' must be an object with a 'type'", ApiCode::kInvalidType);
   check_fields(choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"});
   const std::string type = read_text(require(choice, "type", "tool_choice.type"), "tool_choice.type");
   if (const RequestJson* p = find(choice, "disable_parallel_tool_use")) {
     if (!p->is_boolean())
-      fail("tool_choice.disable_parallel_tool_use", "'tool_choice.disable_parallel_tool_use' must be true or false",
-           ApiCode::kInvalidType);
+      fail("tool_choice.disable_parallel_tool_use",
+           "'tool_choice.disable_parallel_tool_use' must be true or false", ApiCode::kInvalidType);
     if (p->get<bool>())
-      unsupported("tool_choice.disable_parallel_tool_use",
-                  "'tool_choice.disable_parallel_tool_use' is not supported: graft cannot limit the model to one "
-                  "tool call");
+      unsupported(
+          "tool_choice.disable_parallel_tool_use",
+          "'tool_choice.disable_parallel_tool_use' is not supported: graft cannot limit the model to one "
+          "tool call");
   }
   if (type == "any" || type == "tool") {
-    unsupported("tool_choice", fmt::format("'tool_choice' of type \"{}\" is not supported: {}", type, kForced));
+    unsupported("tool_choice",
+                fmt::format("'tool_choice' of type \"{}\" is not supported: {}", type, kForced));
   }
   if (type != "auto" && type != "none")
-    fail("tool_choice.type", fmt::format("'tool_choice.type' must be auto, any, tool or none (got '{}')", type));
+    fail("tool_choice.type",
+         fmt::format("'tool_choice.type' must be auto, any, tool or none (got '{}')", type));
   return type;
 }
 
@@ -267,7 +278,8 @@ void anthropic_all(const RequestJson& body, AnthropicKind kind, const std::vecto
   }
   if (messages) {
     const RequestJson& max = require(body, "max_tokens", "max_tokens");
-    if (!max.is_number_integer()) fail("max_tokens", "'max_tokens' must be an integer", ApiCode::kInvalidType);
+    if (!max.is_number_integer())
+      fail("max_tokens", "'max_tokens' must be an integer", ApiCode::kInvalidType);
     chat["max_tokens"] = max;
     if (const RequestJson* stop = find(body, "stop_sequences")) {
       if (!stop->is_array())
@@ -281,7 +293,8 @@ void anthropic_all(const RequestJson& body, AnthropicKind kind, const std::vecto
     if (const RequestJson* meta = find(body, "metadata")) {
       if (!meta->is_object()) fail("metadata", "'metadata' must be an object", ApiCode::kInvalidType);
       check_fields(*meta, "metadata", {"user_id"});
-      if (const RequestJson* user = find(*meta, "user_id")) chat["user"] = read_text(*user, "metadata.user_id");
+      if (const RequestJson* user = find(*meta, "user_id"))
+        chat["user"] = read_text(*user, "metadata.user_id");
     }
   } else {
     chat["max_tokens"] = 1;
@@ -303,7 +316,8 @@ RequestJson text_parts(const RequestJson& content, const std::string& field) {
     const std::string type = read_text(require(p, "type", pf + ".type"), pf + ".type");
     if (type != "input_text" && type != "output_text") {
       unsupported(pf + ".type",
-                  fmt::format("'{}': content of type '{}' is not supported (input_text and output_text only)", pf, type));
+                  fmt::format("'{}': content of type '{}' is not supported (input_text and output_text only)",
+                              pf, type));
     }
     check_fields(p, pf, {"type", "text", "annotations", "logprobs"});
     if (const RequestJson* a = find(p, "annotations"); a && !(a->is_array() && a->empty()))
@@ -322,7 +336,8 @@ void input_items(const RequestJson& input, RequestJson& out) {
   std::string reasoning;  // a reasoning item: the reasoning of the assistant message after it
   // Items of one assistant turn (message, function_call) make one assistant message.
   auto assistant = [&]() -> RequestJson& {
-    if (out.empty() || out.back()["role"] != "assistant") out.push_back({{"role", "assistant"}, {"content", ""}});
+    if (out.empty() || out.back()["role"] != "assistant")
+      out.push_back({{"role", "assistant"}, {"content", ""}});
     RequestJson& m = out.back();
     if (!reasoning.empty()) {
       m["reasoning_content"] = reasoning;
@@ -340,7 +355,8 @@ void input_items(const RequestJson& input, RequestJson& out) {
       check_fields(item, f, {"type", "role", "content", "id", "status"});
       const std::string role = read_text(require(item, "role", f + ".role"), f + ".role");
       if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-        fail(f + ".role", fmt::format("'{}.role' must be user, assistant, system or developer (got '{}')", f, role));
+        fail(f + ".role",
+             fmt::format("'{}.role' must be user, assistant, system or developer (got '{}')", f, role));
       RequestJson text = text_parts(require(item, "content", f + ".content"), f + ".content");
       if (role == "assistant") {
         RequestJson& m = assistant();
@@ -355,7 +371,8 @@ void input_items(const RequestJson& input, RequestJson& out) {
       const std::string args = read_text(require(item, "arguments", f + ".arguments"), f + ".arguments");
       RequestJson& m = assistant();
       if (!m.contains("tool_calls")) m["tool_calls"] = RequestJson::array();
-      m["tool_calls"].push_back({{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}});
+      m["tool_calls"].push_back(
+          {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}});
     } else if (type == "function_call_output") {
       check_fields(item, f, {"type", "call_id", "output", "id", "status"});
       const std::string id = read_text(require(item, "call_id", f + ".call_id"), f + ".call_id");
@@ -363,9 +380,11 @@ void input_items(const RequestJson& input, RequestJson& out) {
       out.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", text}});
     } else if (type == "reasoning") {
       check_fields(item, f, {"type", "id", "summary", "content", "encrypted_content", "status"});
-      if (find(item, "encrypted_content")) unsupported(f + ".encrypted_content", "graft encrypts no reasoning");
+      if (find(item, "encrypted_content"))
+        unsupported(f + ".encrypted_content", "graft encrypts no reasoning");
       if (const RequestJson* c = find(item, "content")) {
-        if (!c->is_array()) fail(f + ".content", fmt::format("'{}.content' must be a list", f), ApiCode::kInvalidType);
+        if (!c->is_array())
+          fail(f + ".content", fmt::format("'{}.content' must be a list", f), ApiCode::kInvalidType);
         for (size_t k = 0; k < c->size(); ++k) {
           const std::string pf = fmt::format("{}.content[{}]", f, k);
           const RequestJson& p = (*c)[k];
@@ -375,9 +394,10 @@ void input_items(const RequestJson& input, RequestJson& out) {
         }
       }
     } else {
-      unsupported(f + ".type", fmt::format("'{}': items of type '{}' are not supported (message, function_call, "
-                                           "function_call_output and reasoning only)",
-                                           f, type));
+      unsupported(f + ".type",
+                  fmt::format("'{}': items of type '{}' are not supported (message, function_call, "
+                              "function_call_output and reasoning only)",
+                              f, type));
     }
   }
 }
@@ -391,17 +411,21 @@ RequestJson responses_tools(const RequestJson& tools) {
     if (!t.is_object()) fail(f, fmt::format("'{}' must be an object", f), ApiCode::kInvalidType);
     const std::string type = read_text(require(t, "type", f + ".type"), f + ".type");
     if (type != "function")
-      unsupported(f + ".type", fmt::format("'{}.type': graft runs no built-in tools ('{}'); give function tools", f, type));
+      unsupported(
+          f + ".type",
+          fmt::format("'{}.type': graft runs no built-in tools ('{}'); give function tools", f, type));
     check_fields(t, f, {"type", "name", "description", "parameters", "strict"});
     const std::string name = read_text(require(t, "name", f + ".name"), f + ".name");
     if (name.empty()) fail(f + ".name", fmt::format("'{}.name' must not be empty", f));
     if (const RequestJson* s = find(t, "strict"); s && s->is_boolean() && s->get<bool>())
-      unsupported(f + ".strict", fmt::format("'{}.strict': graft has no constrained decoding to enforce the schema", f));
+      unsupported(f + ".strict",
+                  fmt::format("'{}.strict': graft has no constrained decoding to enforce the schema", f));
     RequestJson fn = {{"name", name}};
     if (const RequestJson* d = find(t, "description")) fn["description"] = read_text(*d, f + ".description");
     if (const RequestJson* p = find(t, "parameters")) {
       if (!p->is_object())
-        fail(f + ".parameters", fmt::format("'{}.parameters' must be a JSON schema object", f), ApiCode::kInvalidType);
+        fail(f + ".parameters", fmt::format("'{}.parameters' must be a JSON schema object", f),
+             ApiCode::kInvalidType);
       fn["parameters"] = *p;
     }
     out.push_back({{"type", "function"}, {"function", fn}});
@@ -411,27 +435,29 @@ RequestJson responses_tools(const RequestJson& tools) {
 
 void responses_all(const RequestJson& body, const RequestJson& history, const std::vector<std::string>& extra,
                    RequestJson& chat) {
-  check_top_level(body,
-                  {"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature",
-                   "top_p", "stream", "store", "previous_response_id", "metadata", "user", "parallel_tool_calls",
-                   "text", "truncation", "include"},
-                  {{"reasoning", "graft cannot set the model's reasoning effort"},
-                   {"background", "graft answers in the foreground"},
-                   {"top_logprobs", "the Responses API of graft returns no logprobs; use /v1/chat/completions"},
-                   {"prompt", "graft stores no prompt templates"},
-                   {"service_tier", "graft has one tier"},
-                   {"max_tool_calls", "graft cannot limit the model's tool calls"},
-                   {"conversation", "graft keeps no conversations; use previous_response_id"},
-                   {"stream_options", "graft has no stream options for responses"},
-                   {"safety_identifier", "graft has no safety checks"},
-                   {"prompt_cache_key", "graft's prefix cache needs no key"}},
-                  extra);
+  check_top_level(
+      body,
+      {"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature", "top_p",
+       "stream", "store", "previous_response_id", "metadata", "user", "parallel_tool_calls", "text",
+       "truncation", "include"},
+      {{"reasoning", "graft cannot set the model's reasoning effort"},
+       {"background", "graft answers in the foreground"},
+       {"top_logprobs", "the Responses API of graft returns no logprobs; use /v1/chat/completions"},
+       {"prompt", "graft stores no prompt templates"},
+       {"service_tier", "graft has one tier"},
+       {"max_tool_calls", "graft cannot limit the model's tool calls"},
+       {"conversation", "graft keeps no conversations; use previous_response_id"},
+       {"stream_options", "graft has no stream options for responses"},
+       {"safety_identifier", "graft has no safety checks"},
+       {"prompt_cache_key", "graft's prefix cache needs no key"}},
+      extra);
   chat = RequestJson::object();
   if (const RequestJson* m = find(body, "model")) chat["model"] = read_text(*m, "model");
   RequestJson messages = history.is_array() ? history : RequestJson::array();
   if (const RequestJson* ins = find(body, "instructions")) {
     // Instructions are not carried over from a previous response: they lead this request alone.
-    messages.insert(messages.begin(), RequestJson{{"role", "system"}, {"content", read_text(*ins, "instructions")}});
+    messages.insert(messages.begin(),
+                    RequestJson{{"role", "system"}, {"content", read_text(*ins, "instructions")}});
   }
   input_items(require(body, "input", "input"), messages);
   chat["messages"] = messages;
@@ -452,17 +478,20 @@ void responses_all(const RequestJson& body, const RequestJson& history, const st
   copy_if(body, "max_output_tokens", chat, "max_tokens");
   for (const char* name : {"temperature", "top_p", "stream", "user"}) copy_if(body, name, chat);
   if (const RequestJson* p = find(body, "parallel_tool_calls")) {
-    if (!p->is_boolean()) fail("parallel_tool_calls", "'parallel_tool_calls' must be true or false", ApiCode::kInvalidType);
+    if (!p->is_boolean())
+      fail("parallel_tool_calls", "'parallel_tool_calls' must be true or false", ApiCode::kInvalidType);
     if (!p->get<bool>())
-      unsupported("parallel_tool_calls", "'parallel_tool_calls': false is not supported: graft cannot limit the "
-                                         "model to one tool call");
+      unsupported("parallel_tool_calls",
+                  "'parallel_tool_calls': false is not supported: graft cannot limit the "
+                  "model to one tool call");
   }
   if (const RequestJson* s = find(body, "store"); s && !s->is_boolean())
     fail("store", "'store' must be true or false", ApiCode::kInvalidType);
   if (const RequestJson* m = find(body, "metadata")) {
     if (!m->is_object()) fail("metadata", "'metadata' must be an object", ApiCode::kInvalidType);
     for (const auto& [k, v] : m->items()) {
-      if (!v.is_string()) fail("metadata." + k, fmt::format("'metadata.{}' must be a string", k), ApiCode::kInvalidType);
+      if (!v.is_string())
+        fail("metadata." + k, fmt::format("'metadata.{}' must be a string", k), ApiCode::kInvalidType);
     }
   }
   if (const RequestJson* t = find(body, "text")) {
@@ -471,11 +500,13 @@ void responses_all(const RequestJson& body, const RequestJson& history, const st
     check_fields(*t, "text", {"format", "verbosity"});
     if (find(*t, "verbosity")) unsupported("text.verbosity", "graft cannot set the model's verbosity");
     if (format && !(format->is_object() && format->value("type", "") == "text"))
-      unsupported("text.format", "'text.format' other than {\"type\": \"text\"} is not supported: graft has no "
-                                 "constrained decoding yet");
+      unsupported("text.format",
+                  "'text.format' other than {\"type\": \"text\"} is not supported: graft has no "
+                  "constrained decoding yet");
   }
   if (const RequestJson* t = find(body, "truncation"); t && *t != "disabled")
-    unsupported("truncation", "'truncation' other than \"disabled\" is not supported: graft does not drop input");
+    unsupported("truncation",
+                "'truncation' other than \"disabled\" is not supported: graft does not drop input");
   if (const RequestJson* inc = find(body, "include"); inc && !(inc->is_array() && inc->empty()))
     unsupported("include", "'include' is not supported: graft has no extra output to include");
   for (const std::string& name : extra) copy_if(body, name.c_str(), chat);
@@ -500,19 +531,35 @@ std::optional<ApiError> anthropic_to_chat(const RequestJson& body, AnthropicKind
   return guarded([&] { anthropic_all(body, kind, extra_fields, chat); });
 }
 
-json anthropic_error_json(const ApiError& error) {
+RequestJson anthropic_error_json(const ApiError& error) {
   std::string type;
   switch (error.status()) {
-    case 400: type = "invalid_request_error"; break;
-    case 401: type = "authentication_error"; break;
-    case 403: type = "permission_error"; break;
-    case 404: type = "not_found_error"; break;
-    case 413: type = "request_too_large"; break;
-    case 429: type = "rate_limit_error"; break;
-    case 503: type = "overloaded_error"; break;
-    default: type = error.status() < 500 ? "invalid_request_error" : "api_error"; break;
+    case 400:
+      type = "invalid_request_error";
+      break;
+    case 401:
+      type = "authentication_error";
+      break;
+    case 403:
+      type = "permission_error";
+      break;
+    case 404:
+      type = "not_found_error";
+      break;
+    case 413:
+      type = "request_too_large";
+      break;
+    case 429:
+      type = "rate_limit_error";
+      break;
+    case 503:
+      type = "overloaded_error";
+      break;
+    default:
+      type = error.status() < 500 ? "invalid_request_error" : "api_error";
+      break;
   }
-  return json{{"type", "error"}, {"error", {{"type", type}, {"message", error.message}}}};
+  return RequestJson{{"type", "error"}, {"error", {{"type", type}, {"message", error.message}}}};
 }
 
 std::string anthropic_stop_reason(FinishReason reason, bool tool_calls) {
@@ -528,9 +575,11 @@ RequestJson anthropic_content(const RequestJson& message) {
     blocks.push_back({{"type", "text"}, {"text", *c}});
   if (const RequestJson* calls = find(message, "tool_calls")) {
     for (const RequestJson& call : *calls) {
-      RequestJson input = RequestJson::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+      RequestJson input =
+          RequestJson::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
       if (input.is_discarded() || !input.is_object()) input = RequestJson::object();
-      blocks.push_back({{"type", "tool_use"}, {"id", call["id"]}, {"name", call["function"]["name"]}, {"input", input}});
+      blocks.push_back(
+          {{"type", "tool_use"}, {"id", call["id"]}, {"name", call["function"]["name"]}, {"input", input}});
     }
   }
   return blocks;

@@ -27,7 +27,7 @@ std::optional<ApiError> anthropic_to_chat(const RequestJson& body, AnthropicKind
                                           const std::vector<std::string>& extra_fields, RequestJson& chat);
 
 // An error in Anthropic's shape: {"type": "error", "error": {"type", "message"}}.
-json anthropic_error_json(const ApiError& error);
+RequestJson anthropic_error_json(const ApiError& error);
 
 // "end_turn", "max_tokens" or "tool_use".
 std::string anthropic_stop_reason(FinishReason reason, bool tool_calls);

@@ -63,7 +63,8 @@ class ChatRun : public std::enable_shared_from_this<ChatRun> {
     ChatResult result;
     result.message = RequestJson{{"role", "assistant"}};
     result.tool_calls = !calls_.empty();
-    result.message["content"] = result.tool_calls && content_.empty() ? RequestJson(nullptr) : RequestJson(content_);
+    result.message["content"] =
+        result.tool_calls && content_.empty() ? RequestJson(nullptr) : RequestJson(content_);
     if (!reasoning_.empty()) result.message["reasoning_content"] = reasoning_;
     if (result.tool_calls) result.message["tool_calls"] = calls_;
     result.finish_reason = event.finish_reason;
@@ -76,7 +77,8 @@ class ChatRun : public std::enable_shared_from_this<ChatRun> {
     if (d.contains("reasoning_content")) reasoning_ += d["reasoning_content"].get<std::string>();
     if (d.contains("tool_calls")) {
       for (const RequestJson& call : d["tool_calls"]) {
-        calls_.push_back(RequestJson{{"id", call["id"]}, {"type", "function"}, {"function", call["function"]}});
+        calls_.push_back(
+            RequestJson{{"id", call["id"]}, {"type", "function"}, {"function", call["function"]}});
       }
     }
   }
@@ -101,7 +103,8 @@ void start_chat_run(ServerContext& context, OpenAiRequest request, const std::st
   run->start();
 }
 
-std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& request, std::string& prompt_text) {
+std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& request,
+                                           std::string& prompt_text) {
   ChatRenderOptions options;
   options.add_generation_prompt = true;
   options.bos_token = model.bos_text();
@@ -109,8 +112,9 @@ std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& re
   options.extra_kwargs = request.template_kwargs;
   auto prompt = model.chat_template().render(request.messages, request.tools, options);
   if (!prompt) {
-    return bad_request("cannot format the conversation with the model's chat template: " + prompt.error().message,
-                       "messages", ApiCode::kTemplateError);
+    return bad_request(
+        "cannot format the conversation with the model's chat template: " + prompt.error().message,
+        "messages", ApiCode::kTemplateError);
   }
   const Tokenizer& tok = *model.tokenizer();
   auto tokens = tok.encode(*prompt, /*add_special=*/false, /*parse_special=*/true);

@@ -45,7 +45,8 @@ void start_chat_run(ServerContext& context, OpenAiRequest request, const std::st
 // Renders the chat of `request` (messages, tools, template kwargs) with the
 // model's template and tokenizes it into request.generation.prompt; the
 // rendered text goes to prompt_text.
-std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& request, std::string& prompt_text);
+std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& request,
+                                           std::string& prompt_text);
 
 // Reads a /v1/chat/completions body (the translation of another API's
 // request) into `request` as that route does — the served model's sampling

@@ -429,8 +429,10 @@ void SessionExchange::send_event_with_id(std::string id, std::string payload) {
                                    p = std::move(payload)] { s->send_event(serial, p, "id: " + i + "\n"); });
 }
 void SessionExchange::send_named_event(std::string event, std::string payload) {
-  net::post(session_->executor(), [s = session_, serial = serial_, e = std::move(event),
-                                   p = std::move(payload)] { s->send_event(serial, p, "event: " + e + "\n"); });
+  net::post(session_->executor(),
+            [s = session_, serial = serial_, e = std::move(event), p = std::move(payload)] {
+              s->send_event(serial, p, "event: " + e + "\n");
+            });
 }
 void SessionExchange::end_events() {
   net::post(session_->executor(), [s = session_, serial = serial_] { s->end_events(serial); });

@@ -19,7 +19,10 @@ void send_anthropic_error(Exchange& exchange, const ApiError& error) {
 class AnthropicWriter : public ChatWriter {
  public:
   AnthropicWriter(std::shared_ptr<Exchange> exchange, std::string model, bool stream)
-      : exchange_(std::move(exchange)), model_(std::move(model)), stream_(stream), id_(random_api_id("msg_")) {}
+      : exchange_(std::move(exchange)),
+        model_(std::move(model)),
+        stream_(stream),
+        id_(random_api_id("msg_")) {}
 
   void begin(int prompt_tokens) override {
     if (!stream_) return;
@@ -94,13 +97,16 @@ class AnthropicWriter : public ChatWriter {
   RequestJson head() const {
     return RequestJson{{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", model_}};
   }
-  void event(const std::string& type, const RequestJson& data) { exchange_->send_named_event(type, dump_json(data)); }
+  void event(const std::string& type, const RequestJson& data) {
+    exchange_->send_named_event(type, dump_json(data));
+  }
   void open(const std::string& kind, const RequestJson& block) {
     if (open_ == kind && kind != "tool_use") return;
     close();
     ++index_;
     open_ = kind;
-    event("content_block_start", {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+    event("content_block_start",
+          {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
   }
   void send_delta(const RequestJson& d) {
     event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", d}});
@@ -116,8 +122,8 @@ class AnthropicWriter : public ChatWriter {
   bool stream_;
   std::string id_;
   bool started_ = false;
-  int index_ = -1;     // the last block's index
-  std::string open_;   // the open block's kind, "" when none is
+  int index_ = -1;    // the last block's index
+  std::string open_;  // the open block's kind, "" when none is
 };
 
 bool read_anthropic(ServerContext& context, HttpRequest& http, AnthropicKind kind, Exchange& exchange,
@@ -153,11 +159,12 @@ void count_tokens(ServerContext& context, HttpRequest& http, std::shared_ptr<Exc
 
 void add_anthropic_routes(Router& router, ServerContext& context) {
   ServerContext* c = &context;
-  router.add("POST", "/v1/messages",
-             [c](HttpRequest& request, std::shared_ptr<Exchange> exchange) { messages(*c, request, exchange); });
-  router.add("POST", "/v1/messages/count_tokens", [c](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
-    count_tokens(*c, request, exchange);
+  router.add("POST", "/v1/messages", [c](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
+    messages(*c, request, exchange);
   });
+  router.add(
+      "POST", "/v1/messages/count_tokens",
+      [c](HttpRequest& request, std::shared_ptr<Exchange> exchange) { count_tokens(*c, request, exchange); });
 }
 
 }  // namespace graft::server

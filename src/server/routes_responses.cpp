@@ -105,8 +105,10 @@ class ResponsesWriter : public ChatWriter {
       }
       const std::string piece = d["reasoning_content"];
       text_ += piece;
-      event("response.reasoning_text.delta",
-            {{"item_id", item_["id"]}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", piece}});
+      event("response.reasoning_text.delta", {{"item_id", item_["id"]},
+                                              {"output_index", output_.size()},
+                                              {"content_index", 0},
+                                              {"delta", piece}});
     }
     if (d.contains("content")) {
       if (open_ != "message") {
@@ -135,19 +137,17 @@ class ResponsesWriter : public ChatWriter {
     if (d.contains("tool_calls")) {
       for (const RequestJson& call : d["tool_calls"]) {
         close();
-        RequestJson item = {{"type", "function_call"},
-                            {"id", fmt::format("fc_{}_{}", seed_, output_.size())},
-                            {"call_id", call["id"]},
-                            {"name", call["function"]["name"]},
-                            {"arguments", ""},
-                            {"status", "in_progress"}};
+        RequestJson item = {{"type", "function_call"}, {"id", fmt::format("fc_{}_{}", seed_, output_.size())},
+                            {"call_id", call["id"]},   {"name", call["function"]["name"]},
+                            {"arguments", ""},         {"status", "in_progress"}};
         const size_t index = output_.size();
         event("response.output_item.added", {{"output_index", index}, {"item", item}});
         const RequestJson& args = call["function"]["arguments"];
         event("response.function_call_arguments.delta",
               {{"item_id", item["id"]}, {"output_index", index}, {"delta", args}});
-        event("response.function_call_arguments.done",
-              {{"item_id", item["id"]}, {"output_index", index}, {"name", item["name"]}, {"arguments", args}});
+        event(
+            "response.function_call_arguments.done",
+            {{"item_id", item["id"]}, {"output_index", index}, {"name", item["name"]}, {"arguments", args}});
         item["arguments"] = args;
         item["status"] = "completed";
         event("response.output_item.done", {{"output_index", index}, {"item", item}});
@@ -219,8 +219,10 @@ class ResponsesWriter : public ChatWriter {
                                           {"content_index", 0},
                                           {"text", text_},
                                           {"logprobs", RequestJson::array()}});
-      event("response.content_part.done",
-            {{"item_id", item_["id"]}, {"output_index", index}, {"content_index", 0}, {"part", text_part(text_)}});
+      event("response.content_part.done", {{"item_id", item_["id"]},
+                                           {"output_index", index},
+                                           {"content_index", 0},
+                                           {"part", text_part(text_)}});
       item_["content"] = RequestJson::array({text_part(text_)});
       item_["status"] = "completed";
     } else {
@@ -244,28 +246,31 @@ class ResponsesWriter : public ChatWriter {
   std::string text_;                           // the open item's text so far
 };
 
-void create(ServerContext& context, ResponseStore& store, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
+void create(ServerContext& context, ResponseStore& store, HttpRequest& http,
+            std::shared_ptr<Exchange> exchange) {
   RequestJson body;
   if (auto error = parse_body(http.body, body)) return exchange->send_error(*error);
   RequestJson history = RequestJson::array();
   std::string previous;
   if (auto it = body.find("previous_response_id"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) {
-      return exchange->send_error(
-          bad_request("'previous_response_id' must be a string", "previous_response_id", ApiCode::kInvalidType));
+      return exchange->send_error(bad_request("'previous_response_id' must be a string",
+                                              "previous_response_id", ApiCode::kInvalidType));
     }
     previous = it->get<std::string>();
     auto stored = store.get(previous);
     if (!stored) {
-      return exchange->send_error(bad_request(fmt::format("no stored response '{}' (graft keeps the {} most recent "
-                                                          "responses stored, in memory)",
-                                                          previous, kStoredResponses),
-                                              "previous_response_id", ApiCode::kNotFound));
+      return exchange->send_error(
+          bad_request(fmt::format("no stored response '{}' (graft keeps the {} most recent "
+                                  "responses stored, in memory)",
+                                  previous, kStoredResponses),
+                      "previous_response_id", ApiCode::kNotFound));
     }
     history = stored->conversation;
   }
   RequestJson chat;
-  if (auto error = responses_to_chat(body, history, context.hook_fields, chat)) return exchange->send_error(*error);
+  if (auto error = responses_to_chat(body, history, context.hook_fields, chat))
+    return exchange->send_error(*error);
   RequestJson input;
   if (auto error = responses_input_messages(body["input"], input)) return exchange->send_error(*error);
   OpenAiRequest request;
@@ -306,7 +311,8 @@ void create(ServerContext& context, ResponseStore& store, HttpRequest& http, std
   if (store_it) {
     RequestJson conversation = history;
     for (auto& m : input) conversation.push_back(std::move(m));
-    on_done = [&store, conversation = std::move(conversation)](const RequestJson& r, const RequestJson& message) {
+    on_done = [&store, conversation = std::move(conversation)](const RequestJson& r,
+                                                               const RequestJson& message) {
       RequestJson c = conversation;
       RequestJson m = message;
       if (m["content"].is_null()) m["content"] = "";
@@ -314,7 +320,8 @@ void create(ServerContext& context, ResponseStore& store, HttpRequest& http, std
       store.put(r["id"].get<std::string>(), StoredResponse{r, std::move(c)});
     };
   }
-  auto writer = std::make_shared<ResponsesWriter>(exchange, std::move(response), request.stream, std::move(on_done));
+  auto writer =
+      std::make_shared<ResponsesWriter>(exchange, std::move(response), request.stream, std::move(on_done));
   start_chat_run(context, std::move(request), prompt, exchange, writer);
 }
 
@@ -336,11 +343,12 @@ void add_responses_routes(Router& router, ServerContext& context) {
     if (!stored) return exchange->send_error(not_stored(id));
     exchange->send(HttpResponse{200, "application/json", dump_json(stored->response), {}});
   });
-  router.add("DELETE", "/v1/responses/{id}", [store](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
-    const std::string& id = request.params["id"];
-    if (!store->erase(id)) return exchange->send_error(not_stored(id));
-    exchange->send_json(200, json{{"id", id}, {"object", "response"}, {"deleted", true}});
-  });
+  router.add("DELETE", "/v1/responses/{id}",
+             [store](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
+               const std::string& id = request.params["id"];
+               if (!store->erase(id)) return exchange->send_error(not_stored(id));
+               exchange->send_json(200, json{{"id", id}, {"object", "response"}, {"deleted", true}});
+             });
 }
 
 }  // namespace graft::server
