@@ -6,7 +6,14 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { startServer } from './graft.mjs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { GRAFT_BIN, WORK_DIR, startServer, testModel } from './graft.mjs';
+
+const XDG = path.join(WORK_DIR, 'anthropic-xdg');
+process.env.XDG_DATA_HOME = XDG;
+process.env.HF_HOME = path.join(WORK_DIR, 'anthropic-hf');
 
 const tools = [{
   name: 'get_weather',
@@ -22,6 +29,10 @@ describe('Anthropic SDK against graft serve', () => {
   let client;
   let openai;
   before(async () => {
+    rmSync(XDG, { recursive: true, force: true });
+    mkdirSync(path.join(XDG, 'graft', 'adapters'), { recursive: true });
+    execFileSync(GRAFT_BIN, ['make-test-adapter', '--base', testModel(), '--strength', '1', '--peft',
+      path.join(XDG, 'graft', 'adapters', 'scribe'), '--rank', '8', '--seed', '1'], { stdio: 'pipe' });
     server = await startServer();
     client = new Anthropic({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
     openai = new OpenAI({ baseURL: `${server.baseURL}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -205,5 +216,23 @@ describe('Anthropic SDK against graft serve', () => {
     const res = await client.messages.create({ model: 'tiny', max_tokens: 3, top_k: 1, top_p: 0.9,
       metadata: { user_id: 'u-1' }, messages: [{ role: 'user', content: 'Hi' }] });
     assert.equal(res.usage.output_tokens, 3);
+  });
+
+  it('selects a loaded adapter through the adapter field, as /v1/chat/completions and /v1/responses do', async () => {
+    const load = await fetch(`${server.baseURL}/v1/adapters`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'scribe' }),
+    });
+    assert.equal(load.status, 200, await load.text());
+    const messages = [{ role: 'user', content: 'Tell me a story.' }];
+    const params = { model: 'tiny', max_tokens: 10, temperature: 0, messages };
+    const base = await client.messages.create(params);
+    const tuned = await client.messages.create({ ...params, adapter: 'scribe' });
+    const chat = await openai.chat.completions.create({ ...params, adapter: 'scribe' });
+    assert.equal(tuned.content[0].text, chat.choices[0].message.content);
+    assert.notEqual(tuned.content[0].text, base.content[0].text);
+    const response = await openai.responses.create({
+      model: 'tiny', max_output_tokens: 10, temperature: 0, input: 'Tell me a story.', adapter: 'scribe',
+    });
+    assert.equal(response.output_text, tuned.content[0].text);
   });
 });
