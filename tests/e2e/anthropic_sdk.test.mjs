@@ -236,3 +236,17 @@ describe('Anthropic SDK against graft serve', () => {
     assert.equal(response.output_text, tuned.content[0].text);
   });
 });
+
+describe('Anthropic SDK against graft serve --api-key', () => {
+  let server;
+  before(async () => { server = await startServer(['--api-key', 'sekrit']); });
+  after(async () => { assert.equal(await server.stop(), 0, server.log()); });
+
+  it('sends the key as x-api-key, which graft takes as it takes a bearer token', async () => {
+    const params = { model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: 'Hi' }] };
+    const wrong = new Anthropic({ baseURL: server.baseURL, apiKey: 'nope', maxRetries: 0 });
+    await assert.rejects(wrong.messages.create(params), (err) => err instanceof Anthropic.AuthenticationError);
+    const right = new Anthropic({ baseURL: server.baseURL, apiKey: 'sekrit', maxRetries: 0 });
+    assert.equal((await right.messages.create(params)).usage.output_tokens, 2);
+  });
+});
