@@ -562,8 +562,9 @@ RequestJson anthropic_error_json(const ApiError& error) {
   return RequestJson{{"type", "error"}, {"error", {{"type", type}, {"message", error.message}}}};
 }
 
-std::string anthropic_stop_reason(FinishReason reason, bool tool_calls) {
+std::string anthropic_stop_reason(FinishReason reason, bool tool_calls, const std::string& stop) {
   if (tool_calls) return "tool_use";
+  if (!stop.empty()) return "stop_sequence";
   return reason == FinishReason::kLength ? "max_tokens" : "end_turn";
 }
 

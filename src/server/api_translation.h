@@ -29,8 +29,9 @@ std::optional<ApiError> anthropic_to_chat(const RequestJson& body, AnthropicKind
 // An error in Anthropic's shape: {"type": "error", "error": {"type", "message"}}.
 RequestJson anthropic_error_json(const ApiError& error);
 
-// "end_turn", "max_tokens" or "tool_use".
-std::string anthropic_stop_reason(FinishReason reason, bool tool_calls);
+// "end_turn", "max_tokens", "stop_sequence" (stop: the stop string that
+// ended the answer, else "") or "tool_use".
+std::string anthropic_stop_reason(FinishReason reason, bool tool_calls, const std::string& stop = {});
 
 // The content blocks of an assistant message as /v1/chat/completions gives it
 // (content, reasoning_content, tool_calls): thinking, text, tool_use.

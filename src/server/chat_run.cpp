@@ -68,6 +68,7 @@ class ChatRun : public std::enable_shared_from_this<ChatRun> {
     if (!reasoning_.empty()) result.message["reasoning_content"] = reasoning_;
     if (result.tool_calls) result.message["tool_calls"] = calls_;
     result.finish_reason = event.finish_reason;
+    result.stop = event.stop;
     result.usage = event.usage;
     writer_->done(result);
   }

@@ -21,6 +21,7 @@ struct ChatResult {
   RequestJson message;
   FinishReason finish_reason = FinishReason::kStop;
   bool tool_calls = false;  // the message holds tool calls
+  std::string stop;         // the stop string that ended it, if one did
   Usage usage;
 };
 

@@ -16,6 +16,10 @@ void send_anthropic_error(Exchange& exchange, const ApiError& error) {
   exchange.send(HttpResponse{error.status(), "application/json", dump_json(anthropic_error_json(error)), {}});
 }
 
+RequestJson stop_sequence(const ChatResult& result) {
+  return result.stop.empty() ? RequestJson(nullptr) : RequestJson(result.stop);
+}
+
 class AnthropicWriter : public ChatWriter {
  public:
   AnthropicWriter(std::shared_ptr<Exchange> exchange, std::string model, bool stream)
@@ -60,12 +64,12 @@ class AnthropicWriter : public ChatWriter {
   }
 
   void done(const ChatResult& result) override {
-    const std::string stop = anthropic_stop_reason(result.finish_reason, result.tool_calls);
+    const std::string stop = anthropic_stop_reason(result.finish_reason, result.tool_calls, result.stop);
     if (!stream_) {
       RequestJson body = head();
       body["content"] = anthropic_content(result.message);
       body["stop_reason"] = stop;
-      body["stop_sequence"] = nullptr;
+      body["stop_sequence"] = stop_sequence(result);
       body["usage"] = {{"input_tokens", result.usage.prompt_tokens},
                        {"output_tokens", result.usage.completion_tokens},
                        {"cache_read_input_tokens", result.usage.cached_tokens}};
@@ -78,7 +82,7 @@ class AnthropicWriter : public ChatWriter {
     }
     close();
     event("message_delta", {{"type", "message_delta"},
-                            {"delta", {{"stop_reason", stop}, {"stop_sequence", nullptr}}},
+                            {"delta", {{"stop_reason", stop}, {"stop_sequence", stop_sequence(result)}}},
                             {"usage",
                              {{"input_tokens", result.usage.prompt_tokens},
                               {"output_tokens", result.usage.completion_tokens},

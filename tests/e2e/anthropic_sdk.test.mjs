@@ -153,7 +153,9 @@ describe('Anthropic SDK against graft serve', () => {
     const whole = await client.messages.create(params);
     const words = whole.content[0].text.trim().split(' ');
     assert.ok(words.length >= 3, whole.content[0].text);
-    const res = await client.messages.create({ ...params, stop_sequences: [words[2]] });
+    const res = await client.messages.create({ ...params, stop_sequences: ['zzzz-never', words[2]] });
+    assert.equal(res.stop_reason, 'stop_sequence');
+    assert.equal(res.stop_sequence, words[2]);
     assert.ok(res.content[0].text.length < whole.content[0].text.length);
     assert.ok(!res.content[0].text.includes(words[2]));
     assert.ok(whole.content[0].text.startsWith(res.content[0].text));

@@ -101,6 +101,7 @@ TEST(AnthropicContent, HasThinkingTextAndToolUseBlocks) {
   EXPECT_EQ(anthropic_stop_reason(FinishReason::kStop, true), "tool_use");
   EXPECT_EQ(anthropic_stop_reason(FinishReason::kLength, false), "max_tokens");
   EXPECT_EQ(anthropic_stop_reason(FinishReason::kStop, false), "end_turn");
+  EXPECT_EQ(anthropic_stop_reason(FinishReason::kStop, false, "END"), "stop_sequence");
 }
 
 TEST(ResponsesToChat, TurnsItemsIntoChatMessagesAfterTheHistory) {
