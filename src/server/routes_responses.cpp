@@ -4,69 +4,27 @@
 // as /v1/chat/completions (chat_run.h). Stored responses live in memory, the
 // 256 most recently used, for GET and for previous_response_id.
 #include <chrono>
-#include <list>
-#include <mutex>
-#include <unordered_map>
+#include <cmath>
 
 #include <fmt/format.h>
 
 #include "server/api_translation.h"
 #include "server/chat_run.h"
+#include "server/response_store.h"
 #include "server/routes_apis.h"
 
 namespace graft::server {
 
 namespace {
 
-constexpr size_t kStoredResponses = 256;
-
-// A stored response: its object (for GET) and the whole conversation up to
-// and including its output, as chat messages (for previous_response_id).
-struct StoredResponse {
-  RequestJson response;
-  RequestJson conversation;
-};
-
-class ResponseStore {
- public:
-  void put(const std::string& id, StoredResponse entry) {
-    std::lock_guard lock(mutex_);
-    erase_locked(id);
-    order_.push_front(id);
-    entries_[id] = {std::move(entry), order_.begin()};
-    while (entries_.size() > kStoredResponses) {
-      entries_.erase(order_.back());
-      order_.pop_back();
-    }
-  }
-  std::optional<StoredResponse> get(const std::string& id) {
-    std::lock_guard lock(mutex_);
-    auto it = entries_.find(id);
-    if (it == entries_.end()) return std::nullopt;
-    order_.splice(order_.begin(), order_, it->second.second);
-    return it->second.first;
-  }
-  bool erase(const std::string& id) {
-    std::lock_guard lock(mutex_);
-    return erase_locked(id);
-  }
-
- private:
-  bool erase_locked(const std::string& id) {
-    auto it = entries_.find(id);
-    if (it == entries_.end()) return false;
-    order_.erase(it->second.second);
-    entries_.erase(it);
-    return true;
-  }
-  std::mutex mutex_;
-  std::list<std::string> order_;  // most recently used first
-  std::unordered_map<std::string, std::pair<StoredResponse, std::list<std::string>::iterator>> entries_;
-};
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// A float setting as the decimal it was given as (0.8, not 0.800000011920929).
+double rounded(float x) {
+  return std::round(static_cast<double>(x) * 1e6) / 1e6;
 }
 
 class ResponsesWriter : public ChatWriter {
@@ -246,7 +204,7 @@ class ResponsesWriter : public ChatWriter {
   std::string text_;                           // the open item's text so far
 };
 
-void create(ServerContext& context, ResponseStore& store, HttpRequest& http,
+void create(ServerContext& context, const std::shared_ptr<ResponseStore>& store, HttpRequest& http,
             std::shared_ptr<Exchange> exchange) {
   RequestJson body;
   if (auto error = parse_body(http.body, body)) return exchange->send_error(*error);
@@ -258,12 +216,12 @@ void create(ServerContext& context, ResponseStore& store, HttpRequest& http,
                                               "previous_response_id", ApiCode::kInvalidType));
     }
     previous = it->get<std::string>();
-    auto stored = store.get(previous);
+    auto stored = store->get(previous);
     if (!stored) {
       return exchange->send_error(
           bad_request(fmt::format("no stored response '{}' (graft keeps the {} most recent "
                                   "responses stored, in memory)",
-                                  previous, kStoredResponses),
+                                  previous, store->capacity()),
                       "previous_response_id", ApiCode::kNotFound));
     }
     history = stored->conversation;
@@ -297,11 +255,11 @@ void create(ServerContext& context, ResponseStore& store, HttpRequest& http,
       {"previous_response_id", previous.empty() ? RequestJson(nullptr) : RequestJson(previous)},
       {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
       {"store", store_it},
-      {"temperature", request.generation.sampling.temperature},
+      {"temperature", rounded(request.generation.sampling.temperature)},
       {"text", {{"format", {{"type", "text"}}}}},
       {"tool_choice", value("tool_choice", "auto")},
       {"tools", value("tools", RequestJson::array())},
-      {"top_p", request.generation.sampling.top_p},
+      {"top_p", rounded(request.generation.sampling.top_p)},
       {"truncation", "disabled"},
       {"usage", nullptr},
       {"user", value("user", nullptr)},
@@ -311,13 +269,13 @@ void create(ServerContext& context, ResponseStore& store, HttpRequest& http,
   if (store_it) {
     RequestJson conversation = history;
     for (auto& m : input) conversation.push_back(std::move(m));
-    on_done = [&store, conversation = std::move(conversation)](const RequestJson& r,
-                                                               const RequestJson& message) {
+    on_done = [store, conversation = std::move(conversation)](const RequestJson& r,
+                                                              const RequestJson& message) {
       RequestJson c = conversation;
       RequestJson m = message;
       if (m["content"].is_null()) m["content"] = "";
       c.push_back(std::move(m));
-      store.put(r["id"].get<std::string>(), StoredResponse{r, std::move(c)});
+      store->put(r["id"].get<std::string>(), StoredResponse{r, std::move(c)});
     };
   }
   auto writer =
@@ -333,9 +291,9 @@ ApiError not_stored(const std::string& id) {
 
 void add_responses_routes(Router& router, ServerContext& context) {
   ServerContext* c = &context;
-  auto store = std::make_shared<ResponseStore>();
+  auto store = std::make_shared<ResponseStore>(256);
   router.add("POST", "/v1/responses", [c, store](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
-    create(*c, *store, request, std::move(exchange));
+    create(*c, store, request, std::move(exchange));
   });
   router.add("GET", "/v1/responses/{id}", [store](HttpRequest& request, std::shared_ptr<Exchange> exchange) {
     const std::string& id = request.params["id"];

@@ -2,6 +2,8 @@
 // chat request, and of the assistant message back into their shapes.
 #include "server/api_translation.h"
 
+#include "server/response_store.h"
+
 #include <gtest/gtest.h>
 
 namespace graft::server {
@@ -166,6 +168,30 @@ TEST(ResponsesOutput, HasReasoningMessageAndFunctionCallItems) {
     "status": "completed"})"));
   Usage usage{10, 4, 2};
   EXPECT_EQ(responses_usage(usage)["total_tokens"], 14);
+}
+
+}  // namespace
+}  // namespace graft::server
+
+namespace graft::server {
+namespace {
+
+TEST(ResponseStore, KeepsTheMostRecentlyUsed) {
+  ResponseStore store(2);
+  store.put("a", {RequestJson{{"id", "a"}}, RequestJson::array()});
+  store.put("b", {RequestJson{{"id", "b"}}, RequestJson::array()});
+  ASSERT_TRUE(store.get("a"));  // a is now the most recent
+  store.put("c", {RequestJson{{"id", "c"}}, RequestJson::array()});
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_FALSE(store.get("b"));
+  EXPECT_EQ(store.get("a")->response["id"], "a");
+  EXPECT_TRUE(store.get("c"));
+  EXPECT_TRUE(store.erase("a"));
+  EXPECT_FALSE(store.erase("a"));
+  EXPECT_FALSE(store.get("a"));
+  store.put("c", {RequestJson{{"id", "c2"}}, RequestJson::array()});  // replaces
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.get("c")->response["id"], "c2");
 }
 
 }  // namespace
