@@ -269,6 +269,13 @@ void anthropic_all(const RequestJson& body, AnthropicKind kind, const std::vecto
   if (!msgs.is_array()) fail("messages", "'messages' must be a list", ApiCode::kInvalidType);
   if (msgs.empty()) fail("messages", "'messages' must not be empty");
   for (size_t i = 0; i < msgs.size(); ++i) anthropic_message(msgs[i], fmt::format("messages[{}]", i), out);
+  if (messages && msgs.back().is_object() && msgs.back().value("role", "") == "assistant") {
+    const std::string f = fmt::format("messages[{}]", msgs.size() - 1);
+    unsupported(f,
+                fmt::format("'{}': a last assistant message (a prefill to continue) is not supported: graft "
+                            "answers after the last user turn",
+                            f));
+  }
   chat["messages"] = out;
   std::string choice = "auto";
   if (const RequestJson* c = find(body, "tool_choice")) choice = anthropic_tool_choice(*c);

@@ -65,6 +65,9 @@ TEST(AnthropicToChat, NamesTheFieldAtFault) {
        "metadata.x", ApiCode::kUnknownParameter},
       {R"({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "adapter": "a"})",
        "adapter", ApiCode::kUnknownParameter},
+      {R"({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+         "content": "Sure,"}]})",
+       "messages[1]", ApiCode::kUnsupportedParameter},
   };
   for (const Case& c : cases) {
     RequestJson chat;
