@@ -343,6 +343,7 @@ void Engine::on_token(Active& a, const GeneratedToken& token) {
   StopMatcher::Output out = a.stop->push(a.text->push(token.id));
   event.text = std::move(out.text);
   if (out.stopped) {
+    event.stop = std::move(out.stop);
     finish(a.id, FinishReason::kStop, std::move(event));
     return;
   }
@@ -350,6 +351,7 @@ void Engine::on_token(Active& a, const GeneratedToken& token) {
     StopMatcher::Output tail = a.stop->push(a.text->flush());
     event.text += tail.text;
     if (!tail.stopped) event.text += a.stop->flush();
+    event.stop = std::move(tail.stop);
     finish(a.id, tail.stopped ? FinishReason::kStop : FinishReason::kLength, std::move(event));
     return;
   }

@@ -87,6 +87,7 @@ struct GenerationEvent {
   bool done = false;
   FinishReason finish_reason = FinishReason::kStop;
   std::string error;  // set when finish_reason is kError
+  std::string stop;   // the stop string that ended the request, if one did
   Usage usage;
   Timings timings;
 };

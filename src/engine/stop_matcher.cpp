@@ -34,7 +34,13 @@ StopMatcher::Output StopMatcher::push(std::string_view piece) {
     return out;
   }
   size_t first = std::string::npos;
-  for (const auto& stop : stops_) first = std::min(first, pending_.find(stop));
+  for (const auto& stop : stops_) {
+    size_t at = pending_.find(stop);
+    if (at < first) {
+      first = at;
+      out.stop = stop;
+    }
+  }
   if (first != std::string::npos) {
     out.text = pending_.substr(0, first);
     out.stopped = true;

@@ -15,6 +15,7 @@ class StopMatcher {
   struct Output {
     std::string text;      // safe to emit now
     bool stopped = false;  // a stop string was found: `text` ends just before it
+    std::string stop;      // which one (the first listed, of those found at the same place)
   };
 
   // Feeds the next piece of generated text.

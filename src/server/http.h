@@ -58,6 +58,9 @@ class Exchange {
   // An event with an "id: <id>" line before its data: a client that
   // reconnects sends the last id it got in the Last-Event-ID header.
   virtual void send_event_with_id(std::string id, std::string payload) = 0;
+  // An event with an "event: <name>" line before its data (Anthropic's and
+  // the Responses API's typed events).
+  virtual void send_named_event(std::string event, std::string payload) = 0;
   virtual void end_events() = 0;
 
   // Runs fn on the connection's strand (where handler callbacks should touch

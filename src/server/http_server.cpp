@@ -107,6 +107,7 @@ class SessionExchange : public Exchange {
   void start_events() override;
   void send_event(std::string payload) override;
   void send_event_with_id(std::string id, std::string payload) override;
+  void send_named_event(std::string event, std::string payload) override;
   void end_events() override;
   void post(std::function<void()> fn) override;
   void on_disconnect(std::function<void()> fn) override;
@@ -152,10 +153,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (chunked_) message.chunked(true);
     enqueue(std::make_unique<EventsHead>(std::move(message)));
   }
-  void send_event(uint64_t serial, const std::string& payload, const std::string& id = {}) {
+  // head: the lines before "data:" ("id: …\n", "event: …\n"), or "".
+  void send_event(uint64_t serial, const std::string& payload, const std::string& head = {}) {
     if (!current(serial) || !streaming_ || complete_) return;
-    enqueue(std::make_unique<EventData>((id.empty() ? "" : "id: " + id + "\n") + "data: " + payload + "\n\n",
-                                        chunked_));
+    enqueue(std::make_unique<EventData>(head + "data: " + payload + "\n\n", chunked_));
   }
   void end_events(uint64_t serial) {
     if (!current(serial) || !streaming_ || complete_) return;
@@ -425,7 +426,13 @@ void SessionExchange::send_event(std::string payload) {
 }
 void SessionExchange::send_event_with_id(std::string id, std::string payload) {
   net::post(session_->executor(), [s = session_, serial = serial_, i = std::move(id),
-                                   p = std::move(payload)] { s->send_event(serial, p, i); });
+                                   p = std::move(payload)] { s->send_event(serial, p, "id: " + i + "\n"); });
+}
+void SessionExchange::send_named_event(std::string event, std::string payload) {
+  net::post(session_->executor(),
+            [s = session_, serial = serial_, e = std::move(event), p = std::move(payload)] {
+              s->send_event(serial, p, "event: " + e + "\n");
+            });
 }
 void SessionExchange::end_events() {
   net::post(session_->executor(), [s = session_, serial = serial_] { s->end_events(serial); });

@@ -6,6 +6,7 @@
 
 #include "server/completion_job.h"
 #include "server/openai_fields.h"
+#include "server/routes_apis.h"
 #include "server/server.h"
 #include "server/static_web.h"
 #include "util/log.h"
@@ -191,6 +192,8 @@ Server::Server(ServedModel& model, ServerOptions options)
     : options_(std::move(options)), context_(model), router_(std::make_shared<Router>()) {
   router_->set_api_key(options_.api_key);
   add_openai_routes(*router_, context_);
+  add_anthropic_routes(*router_, context_);
+  add_responses_routes(*router_, context_);
   add_web_routes(*router_);
 }
 

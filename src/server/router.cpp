@@ -130,7 +130,9 @@ bool Router::authorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
   const std::string auth = request.header("authorization");
   constexpr std::string_view kPrefix = "Bearer ";
-  return auth.starts_with(kPrefix) && auth.substr(kPrefix.size()) == api_key_;
+  if (auth.starts_with(kPrefix) && auth.substr(kPrefix.size()) == api_key_) return true;
+  // Anthropic's clients send the key in x-api-key.
+  return request.header("x-api-key") == api_key_;
 }
 
 void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) const {
@@ -138,11 +140,12 @@ void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) 
     HttpResponse response;
     response.status = 204;
     response.content_type.clear();
-    response.headers = {{"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
-                        {"Access-Control-Allow-Headers",
-                         "Authorization, Content-Type, OpenAI-Organization, "
-                         "OpenAI-Project, X-Stainless-Lang, X-Stainless-Arch"},
-                        {"Access-Control-Max-Age", "86400"}};
+    response.headers = {
+        {"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+        {"Access-Control-Allow-Headers",
+         "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta, OpenAI-Organization, "
+         "OpenAI-Project, X-Stainless-Lang, X-Stainless-Arch"},
+        {"Access-Control-Max-Age", "86400"}};
     exchange->send(std::move(response));
     return;
   }

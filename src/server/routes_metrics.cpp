@@ -47,6 +47,9 @@ class CountingExchange : public Exchange {
   void send_event_with_id(std::string id, std::string payload) override {
     inner_->send_event_with_id(std::move(id), std::move(payload));
   }
+  void send_named_event(std::string event, std::string payload) override {
+    inner_->send_named_event(std::move(event), std::move(payload));
+  }
   void end_events() override { inner_->end_events(); }
   void post(std::function<void()> fn) override { inner_->post(std::move(fn)); }
   void on_disconnect(std::function<void()> fn) override { inner_->on_disconnect(std::move(fn)); }

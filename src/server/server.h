@@ -2,6 +2,7 @@
 //
 //   POST /v1/chat/completions   POST /v1/completions   GET /v1/models
 //   GET  /health                GET  /stats
+//   POST /v1/messages (Anthropic)   POST /v1/responses (OpenAI Responses)
 //
 // Other parts of graft extend it before start(): router().add(...) for new
 // routes (e.g. /v1/adapters), add_request_hook() to read extra request fields

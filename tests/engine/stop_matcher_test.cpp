@@ -52,6 +52,7 @@ TEST(StopMatcher, TheEarliestOfSeveralStopsWins) {
   auto o = m.push("abcd");
   EXPECT_TRUE(o.stopped);
   EXPECT_EQ(o.text, "a");
+  EXPECT_EQ(o.stop, "b");  // which one stopped it
 }
 
 TEST(StopMatcher, NeverSplitsAUtf8Character) {

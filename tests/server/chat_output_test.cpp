@@ -172,5 +172,139 @@ TEST_F(ScriptedChat, MalformedToolCallsComeBackAsContent) {
             std::string::npos);
 }
 
+// ---- The Anthropic Messages and Responses APIs: the same parsed output in their shapes.
+
+struct NamedEvent {
+  std::string type;
+  json data;
+};
+
+// "event: <type>\ndata: <json>\n\n" events; the event name must match data.type.
+std::vector<NamedEvent> named_events(const std::string& body) {
+  std::vector<NamedEvent> out;
+  size_t pos = 0;
+  while ((pos = body.find("event: ", pos)) != std::string::npos) {
+    size_t eol = body.find('\n', pos);
+    size_t end = body.find("\n\n", eol);
+    EXPECT_EQ(body.compare(eol + 1, 6, "data: "), 0);
+    NamedEvent e{body.substr(pos + 7, eol - pos - 7), json::parse(body.substr(eol + 7, end - eol - 7))};
+    EXPECT_EQ(e.data["type"], e.type);
+    out.push_back(std::move(e));
+    pos = end + 2;
+  }
+  return out;
+}
+
+const char* kThinkThenCall =
+    "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+    "{\"city\": \"Paris\"}}\n</tool_call>";
+
+json anthropic_body(bool stream) {
+  json body = json::parse(R"({"model": "scripted", "max_tokens": 100,
+      "messages": [{"role": "user", "content": "Weather in Paris?"}],
+      "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  body["stream"] = stream;
+  return body;
+}
+
+json responses_body(bool stream) {
+  return json{
+      {"model", "scripted"},
+      {"max_output_tokens", 100},
+      {"stream", stream},
+      {"input", "Weather in Paris?"},
+      {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}};
+}
+
+TEST_F(ScriptedChat, AnthropicMessageHoldsThinkingAndToolUseBlocks) {
+  start(kThinkThenCall);
+  HttpReply reply = http_request(server_->port(), "POST", "/v1/messages", anthropic_body(false).dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json body = json::parse(reply.body);
+  EXPECT_EQ(body["stop_reason"], "tool_use");
+  ASSERT_EQ(body["content"].size(), 2u) << body.dump();
+  EXPECT_EQ(body["content"][0]["type"], "thinking");
+  EXPECT_EQ(body["content"][0]["thinking"], "The user wants weather.");
+  EXPECT_EQ(body["content"][1]["type"], "tool_use");
+  EXPECT_EQ(body["content"][1]["name"], "get_weather");
+  EXPECT_EQ(body["content"][1]["input"], json({{"city", "Paris"}}));
+  EXPECT_TRUE(body["content"][1]["id"].is_string());
+}
+
+TEST_F(ScriptedChat, AnthropicStreamSendsItsEventSequence) {
+  start(kThinkThenCall);
+  HttpReply reply = http_request(server_->port(), "POST", "/v1/messages", anthropic_body(true).dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  std::vector<NamedEvent> events = named_events(reply.body);
+  std::vector<std::string> types;
+  std::string thinking;
+  std::string input;
+  for (const auto& e : events) {
+    types.push_back(e.type);
+    if (e.type == "content_block_delta" && e.data["delta"]["type"] == "thinking_delta")
+      thinking += e.data["delta"]["thinking"].get<std::string>();
+    if (e.type == "content_block_delta" && e.data["delta"]["type"] == "input_json_delta") {
+      EXPECT_EQ(e.data["index"], 1);
+      input += e.data["delta"]["partial_json"].get<std::string>();
+    }
+  }
+  ASSERT_GE(types.size(), 9u) << reply.body;
+  EXPECT_EQ(types.front(), "message_start");
+  EXPECT_EQ(types[1], "content_block_start");
+  EXPECT_EQ(events[1].data["content_block"]["type"], "thinking");
+  const std::vector<std::string> tail = {"content_block_stop", "content_block_start", "content_block_delta",
+                                         "content_block_stop", "message_delta",       "message_stop"};
+  EXPECT_EQ(std::vector<std::string>(types.end() - 6, types.end()), tail) << reply.body;
+  const json& start_tool = events[events.size() - 5].data;
+  EXPECT_EQ(start_tool["content_block"]["type"], "tool_use");
+  EXPECT_EQ(start_tool["content_block"]["name"], "get_weather");
+  EXPECT_EQ(thinking, "The user wants weather.");
+  EXPECT_EQ(json::parse(input), json({{"city", "Paris"}}));
+  EXPECT_EQ(events[events.size() - 2].data["delta"]["stop_reason"], "tool_use");
+}
+
+TEST_F(ScriptedChat, ResponsesOutputHoldsReasoningAndFunctionCallItems) {
+  start(kThinkThenCall);
+  HttpReply reply = http_request(server_->port(), "POST", "/v1/responses", responses_body(false).dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json body = json::parse(reply.body);
+  EXPECT_EQ(body["status"], "completed");
+  ASSERT_EQ(body["output"].size(), 2u) << body.dump();
+  EXPECT_EQ(body["output"][0]["type"], "reasoning");
+  EXPECT_EQ(body["output"][0]["content"][0]["text"], "The user wants weather.");
+  const json& call = body["output"][1];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_TRUE(call["call_id"].is_string());
+}
+
+TEST_F(ScriptedChat, ResponsesStreamSendsFunctionCallEvents) {
+  start(kThinkThenCall);
+  HttpReply reply = http_request(server_->port(), "POST", "/v1/responses", responses_body(true).dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  std::vector<NamedEvent> events = named_events(reply.body);
+  std::vector<std::string> types;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].data["sequence_number"], i);
+    types.push_back(events[i].type);
+  }
+  ASSERT_GE(types.size(), 9u) << reply.body;
+  const std::vector<std::string> tail = {"response.reasoning_text.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.function_call_arguments.delta",
+                                         "response.function_call_arguments.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
+  EXPECT_EQ(std::vector<std::string>(types.end() - 7, types.end()), tail) << reply.body;
+  const json& done = events[events.size() - 3].data;
+  EXPECT_EQ(done["name"], "get_weather");
+  EXPECT_EQ(json::parse(done["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  const json& response = events.back().data["response"];
+  ASSERT_EQ(response["output"].size(), 2u);
+  EXPECT_EQ(response["output"][1]["call_id"], events[events.size() - 2].data["item"]["call_id"]);
+}
+
 }  // namespace
 }  // namespace graft::server

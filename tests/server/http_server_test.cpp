@@ -113,6 +113,8 @@ TEST(HttpServer, ApiKeyGuardsAllButPublicRoutes) {
   EXPECT_EQ(http_request(s.port, "GET", "/items/1").status, 401);
   EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"Authorization", "Bearer wrong"}}).status, 401);
   EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"Authorization", "Bearer sekrit"}}).status, 200);
+  EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"x-api-key", "sekrit"}}).status, 200);
+  EXPECT_EQ(http_request(s.port, "GET", "/items/1", "", {{"x-api-key", "wrong"}}).status, 401);
   EXPECT_EQ(http_request(s.port, "GET", "/health").status, 200);
   auto body = json::parse(http_request(s.port, "GET", "/items/1").body);
   EXPECT_EQ(body["error"]["code"], "invalid_api_key");

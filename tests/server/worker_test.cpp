@@ -22,6 +22,7 @@ class RecordingExchange : public Exchange {
   void start_events() override {}
   void send_event(std::string) override {}
   void send_event_with_id(std::string, std::string) override {}
+  void send_named_event(std::string, std::string) override {}
   void end_events() override {}
   void post(std::function<void()> fn) override { fn(); }
   void on_disconnect(std::function<void()>) override {}
