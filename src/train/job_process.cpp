@@ -34,14 +34,14 @@ const char* kSteps[] = {"create its process group", "lower its priority", "redir
 }
 
 // Between fork and exec: async-signal-safe calls only.
-[[noreturn]] void run_child(char* const* argv, int in_fd, int out_fd, int err_fd, int pipe_fd, int priority,
+[[noreturn]] void run_child(char* const* argv, int in_fd, int out_fd, int err_fd, int pipe_fd, int niceness,
                             int death_signal, pid_t parent) {
   if (::setpgid(0, 0) != 0) child_fail(pipe_fd, 0);
   if (death_signal != 0) {
     ::prctl(PR_SET_PDEATHSIG, death_signal);
     if (::getppid() != parent) ::_exit(1);  // the parent is already gone
   }
-  if (lower_cpu_priority(0, priority) != 0) child_fail(pipe_fd, 1);
+  if (niceness >= 0 && set_cpu_priority(0, niceness) != 0) child_fail(pipe_fd, 1);
   if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) child_fail(pipe_fd, 2);
   // Nothing else of the server's (sockets, the database) goes to the child.
   if (pipe_fd > 3) ::close_range(3, static_cast<unsigned>(pipe_fd - 1), 0);
@@ -96,6 +96,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(const ChildOptions& op
   }
 
   const pid_t parent = ::getpid();
+  // Computed here: the forking thread may already run below the process.
+  const int niceness = options.priority == 0 ? -1 : niceness_below_process(options.priority);
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -103,8 +105,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(const ChildOptions& op
     return errorf("io_error", "cannot start {}: {}", options.argv[0], std::strerror(err));
   }
   if (pid == 0) {
-    run_child(argv.data(), in_fd, out_fd, err_fd, pipe_fds[1], options.priority, options.parent_death_signal,
-              parent);
+    run_child(argv.data(), in_fd, out_fd, err_fd, pipe_fds[1], niceness, options.parent_death_signal, parent);
   }
   ::setpgid(pid, pid);  // also here, so that signals reach the group even before the child runs
   ::close(pipe_fds[1]);

@@ -21,7 +21,7 @@ struct ChildOptions {
   std::vector<std::string> argv;  // argv[0]: the program's path
   fs::path stdout_path;           // appended to (created if missing)
   fs::path stderr_path;
-  int priority = 0;  // niceness 0-19 or kIdlePriority (util/priority.h)
+  int priority = 0;  // niceness steps below this process (0-19) or kIdlePriority (util/priority.h)
   // Sent to the child when the thread that spawned it ends (the server died):
   // SIGTERM makes `graft train` checkpoint and stop. 0: none.
   int parent_death_signal = SIGTERM;
