@@ -88,7 +88,16 @@ row() {  # label seq model-file json
     "$1" "$2" "$3" "$4"
 }
 
-echo "graft train vs PyTorch $( [ $HAVE_TORCH = 1 ] && "$PYTHON" -c 'import torch; print(torch.__version__)' || echo '(not installed: apt-get install python3-torch)'), threads $THREADS, $STEPS steps, rank 16, batch 1"
+# Debian's python3-torch multiplies through whichever libblas.so.3 is chosen:
+# the reference BLAS (package libblas3) is single-threaded and unblocked, about
+# 20x slower than OpenBLAS here, which would make PyTorch a straw man.
+BLAS=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo '?')
+case $BLAS in
+  */blas/libblas.so*)
+    echo "warning: PyTorch would run on the reference BLAS ($BLAS), single-threaded and slow;" \
+      "apt-get install libopenblas0-pthread for a fair comparison" >&2 ;;
+esac
+echo "graft train vs PyTorch $( [ $HAVE_TORCH = 1 ] && "$PYTHON" -c 'import torch; print(torch.__version__)' || echo '(not installed: apt-get install python3-torch)') (BLAS: $BLAS), threads $THREADS, $STEPS steps, rank 16, batch 1, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| side                           |  seq | tok/s p50 | tok/s p95 | peak RSS MiB | model MiB |"
 echo "| --- | --- | --- | --- | --- | --- |"
 i=0
