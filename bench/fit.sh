@@ -7,9 +7,12 @@
 #     ctx - GEN token ids, then GEN generated tokens); the prompts stride
 #     through the vocabulary so that together they read every 64 KiB of the
 #     token embedding (the model counts the embedding whole). Target: within 10 %.
-#   speed: predicted decode tok/s at 1 and 8 rows against graft bench's tg128
-#     and batched8 (8 rows after 128-token prompts), and prefill against pp512.
-#     Target: decode within 15 %.
+#   speed: predicted decode tok/s at 1 and 8 rows against graft bench's
+#     batched1 and batched8 (1 or 8 requests, each generating 128 tokens
+#     after a 128-token prompt: the shape graft fit predicts), and prefill
+#     against pp512. Target: decode within 15 %. The load average is printed
+#     with each measurement (the probe and graft bench run at this shell's
+#     priority: run the script without nice).
 # The probe (graft fit --probe) runs first unless PROBE=0 (then the cached one).
 # Env: GRAFT, THREADS (see bench/common.sh), TYPES (default "f16 q8_0 q4_0"),
 # CTXS (default "1024 4096"), PARALLEL (default 2), GEN (default 16), REPS (3).
@@ -26,6 +29,7 @@ trap 'stop_server; rm -rf "$OUT"' EXIT
 
 echo "threads: $THREADS, parallel: $PARALLEL, contexts: $CTXS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "${PROBE:-1}" != 0 ]; then "$GRAFT" fit --probe --threads "$THREADS"; fi
+echo "load after the probe: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 model_for() {
   local type=$1 file=$ROOT/.cache/bench/llama-1b-$1.gguf
@@ -72,8 +76,8 @@ JS
       "/proc/$SERVER_PID/smaps" >"$OUT/file-$type-$ctx.txt"
     stop_server
   done
-  echo "$type: graft bench ..." >&2
-  "$GRAFT" bench "$model" -t "$THREADS" -p 512 -n 128 -r "$REPS" --rows 1,8 >"$OUT/bench-$type.txt" 2>/dev/null
+  echo "$type: graft bench (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
+  "$GRAFT" bench "$model" -t "$THREADS" -p 512 -n 0 -r "$REPS" --rows 1,8 >"$OUT/bench-$type.txt" 2>/dev/null
   "$GRAFT" fit "$model" --threads "$THREADS" --json --no-machines >"$OUT/speed-$type.json"
 done
 
@@ -100,9 +104,9 @@ for t in types:
     speed = json.load(open(f"{out}/speed-{t}.json")).get("speed") or {}
     bench = {}
     for line in open(f"{out}/bench-{t}.txt"):
-        m = re.match(r"^(pp512|tg128|batched\d+)\s+([\d.]+)", line)
+        m = re.match(r"^(pp512|batched\d+)\s+([\d.]+)", line)
         if m: bench[m.group(1)] = float(m.group(2))
-    rows = [("decode, 1 row (tg128)", speed.get("decode_tps", {}).get("1"), bench.get("tg128"), 0.15),
+    rows = [("decode, 1 row (batched1)", speed.get("decode_tps", {}).get("1"), bench.get("batched1"), 0.15),
             ("decode, 8 rows (batched8)", speed.get("decode_tps", {}).get("8"), bench.get("batched8"), 0.15),
             ("prefill (pp512)", speed.get("prefill_tps"), bench.get("pp512"), None)]
     for name, p, m, target in rows:

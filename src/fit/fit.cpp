@@ -116,6 +116,8 @@ json to_json(const FitReport& r) {
     for (const auto& [rows, tps] : r.speed->decode_tps) decode[std::to_string(rows)] = tps;
     j["speed"] = {{"prefill_tokens", r.speed->prompt_tokens},
                   {"prefill_tps", r.speed->prefill_tps},
+                  {"decode_prompt_tokens", r.speed->decode_prompt},
+                  {"decode_tokens", r.speed->decode_tokens},
                   {"decode_tps", decode},
                   {"decode_tps_full_context", r.speed->decode_tps_full_context},
                   {"probe", r.probe->to_json()}};
@@ -171,7 +173,8 @@ std::string to_text(const FitReport& r) {
     out += fmt::format("  prefill ({} tokens)     {:>8.1f} tok/s\n", r.speed->prompt_tokens,
                        r.speed->prefill_tps);
     for (const auto& [rows, tps] : r.speed->decode_tps) {
-      out += fmt::format("  decode, {} row{}        {:>8.1f} tok/s\n", rows, rows == 1 ? " " : "s", tps);
+      out += fmt::format("  decode, {} row{}        {:>8.1f} tok/s  ({} tokens after {}-token prompts)\n",
+                         rows, rows == 1 ? " " : "s", tps, r.speed->decode_tokens, r.speed->decode_prompt);
     }
     out += fmt::format("  decode at {} tokens  {:>8.1f} tok/s\n", s.n_ctx, r.speed->decode_tps_full_context);
   }

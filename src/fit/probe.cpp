@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -36,15 +37,23 @@ class Runner {
 
   // The best of `reps` timed runs, after one untimed run: what the machine
   // can do (other programs' load only ever slows a run down).
-  double seconds(ggml_cgraph* graph, int reps) {
-    ggml_backend_graph_compute(backend_.get(), graph);
-    double best = 1e30;
+  double seconds(ggml_cgraph* graph, int reps) { return seconds(std::vector<ggml_cgraph*>{graph}, reps)[0]; }
+
+  // The same for several graphs, their runs taken in turn, so that a spell
+  // of load elsewhere slows them alike.
+  std::vector<double> seconds(const std::vector<ggml_cgraph*>& graphs, int reps) {
+    std::vector<double> best(graphs.size(), 1e30);
+    for (ggml_cgraph* graph : graphs) ggml_backend_graph_compute(backend_.get(), graph);
     for (int i = 0; i < reps; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ggml_backend_graph_compute(backend_.get(), graph);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      for (size_t g = 0; g < graphs.size(); ++g) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ggml_backend_graph_compute(backend_.get(), graphs[g]);
+        best[g] =
+            std::min(best[g], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
     }
-    return std::max(best, 1e-9);
+    for (double& b : best) b = std::max(b, 1e-9);
+    return best;
   }
 
  private:
@@ -96,23 +105,31 @@ Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   return m;
 }
 
-// Seconds of one product of `rows` rows with w, as the model's graph does it.
-double product_seconds(Runner& runner, const Weight& weight, int rows, int reps) {
-  ggml_context_ptr ctx = new_context(8, 16);
-  ggml_tensor* x = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, weight.w->ne[0], rows);
+// The graph of one product of `rows` rows with w, as the model's graph does
+// it (q4_rows where the model uses it), its input set.
+struct Product {
+  ggml_context_ptr ctx;
+  ggml_gallocr_ptr alloc;
+  ggml_cgraph* graph = nullptr;
+};
+
+Product make_product(const Weight& weight, int rows) {
+  Product p;
+  p.ctx = new_context(8, 16);
+  ggml_tensor* x = ggml_new_tensor_2d(p.ctx.get(), GGML_TYPE_F32, weight.w->ne[0], rows);
   ggml_set_input(x);
   ggml_tensor* y = q4_rows_supported(weight.w)
-                       ? q4_rows_mul_mat(ctx.get(), weight.w, q4_rows_quantize(ctx.get(), x))
-                       : ggml_mul_mat(ctx.get(), weight.w, x);
+                       ? q4_rows_mul_mat(p.ctx.get(), weight.w, q4_rows_quantize(p.ctx.get(), x))
+                       : ggml_mul_mat(p.ctx.get(), weight.w, x);
   ggml_set_output(y);
-  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), 16, false);
-  ggml_build_forward_expand(graph, y);
-  ggml_gallocr_ptr alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
-  ggml_gallocr_alloc_graph(alloc.get(), graph);
+  p.graph = ggml_new_graph_custom(p.ctx.get(), 16, false);
+  ggml_build_forward_expand(p.graph, y);
+  p.alloc.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_alloc_graph(p.alloc.get(), p.graph);
   std::vector<float> input(size_t(ggml_nelements(x)));
   fill(input, 11);
   ggml_backend_tensor_set(x, input.data(), 0, ggml_nbytes(x));
-  return runner.seconds(graph, reps);
+  return p;
 }
 
 struct Sizes {
@@ -124,6 +141,31 @@ struct Sizes {
   int nodes;  // in the graph that times a node's fixed cost
 };
 
+// The last-level cache, bytes (32 MiB when the system does not say).
+int64_t last_level_cache() {
+  for (int index = 4; index >= 2; --index) {
+    const fs::path dir = fs::path("/sys/devices/system/cpu/cpu0/cache") / ("index" + std::to_string(index));
+    auto size = read_file(dir / "size");
+    if (!size || size->empty()) continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(size->c_str(), &end, 10);
+    if (n <= 0) continue;
+    const int64_t unit = *end == 'K' ? 1024 : *end == 'M' ? (int64_t(1) << 20) : 1;
+    return int64_t(n) * unit;
+  }
+  return int64_t(32) << 20;
+}
+
+// A weight a dozen times the last-level cache (256 MiB - 1 GiB, and at most
+// an eighth of the free memory): too big to be re-read from the cache,
+// which a model's weights never are from one step to the next.
+int64_t stream_bytes() {
+  const int64_t free = read_system_memory().free();
+  int64_t bytes = std::clamp(12 * last_level_cache(), int64_t(256) << 20, int64_t(1) << 30);
+  if (free > 0) bytes = std::min(bytes, free / 8);
+  return std::max(bytes, int64_t(64) << 20);
+}
+
 TypeRate probe_type(Runner& runner, ggml_type type, const Sizes& sizes) {
   constexpr int64_t n_in = 4096;
   auto rows_for = [&](int64_t bytes) {
@@ -131,20 +173,22 @@ TypeRate probe_type(Runner& runner, ggml_type type, const Sizes& sizes) {
   };
   TypeRate rate;
   {
+    // Each rate as measured: a decode product's time is not the sum of a
+    // streaming and an arithmetic part (they overlap, and the kernels for 1,
+    // 2-4 and 8 rows differ), so none is derived from another.
     Weight w = make_weight(type, n_in, rows_for(sizes.stream_bytes));
-    const double flops = 2.0 * double(w.w->ne[0]) * double(w.w->ne[1]);
-    const double t1 = product_seconds(runner, w, 1, sizes.reps);
-    const double t8 = product_seconds(runner, w, 8, std::max(2, sizes.reps / 2));
-    // t(r) = bytes / bandwidth + r * flops / rate, through both points.
-    const double per_row = std::max((t8 - t1) / 7.0, t1 * 0.01);
-    const double stream = std::max(t1 - per_row, t1 * 0.1);
-    rate.bytes_per_s = double(w.bytes()) / stream;
-    rate.decode_flops = flops / per_row;
+    Product one = make_product(w, 1), eight = make_product(w, 8);
+    const std::vector<double> t = runner.seconds({one.graph, eight.graph}, sizes.reps);
+    rate.bytes_per_s = double(w.bytes()) / t[0];
+    rate.bytes_per_s_8 = double(w.bytes()) / std::max(t[1], t[0]);
   }
   {
+    // Many rows: arithmetic bound; the time beyond streaming the weight
+    // once is the arithmetic's (speed.cpp adds the two back).
     Weight w = make_weight(type, n_in, rows_for(sizes.prefill_bytes));
     const double flops = 2.0 * double(w.w->ne[0]) * double(w.w->ne[1]) * sizes.prefill_rows;
-    const double t = product_seconds(runner, w, sizes.prefill_rows, std::max(2, sizes.reps / 2));
+    Product many = make_product(w, sizes.prefill_rows);
+    const double t = runner.seconds(many.graph, std::max(2, sizes.reps / 2));
     const double stream = double(w.bytes()) / rate.bytes_per_s;
     rate.prefill_flops = flops / std::max(t - stream, t * 0.1);
   }
@@ -229,6 +273,12 @@ Result<double> positive(const json& j, const char* key) {
 
 }  // namespace
 
+double TypeRate::decode_seconds(int64_t bytes, int rows) const {
+  const double one = double(bytes) / bytes_per_s;
+  const double eight = std::max(one, double(bytes) / bytes_per_s_8);
+  return one + (eight - one) * double(std::max(rows, 1) - 1) / 7.0;
+}
+
 TypeRate ProbeResult::rate(int type) const {
   const ggml_type t = ggml_type(type);
   if (auto it = types.find(ggml_type_name(t)); it != types.end()) return it->second;
@@ -262,10 +312,12 @@ double ProbeResult::f16_flops() const {
 json ProbeResult::to_json() const {
   json t = json::object();
   for (const auto& [name, r] : types) {
-    t[name] = {
-        {"bytes_per_s", r.bytes_per_s}, {"decode_flops", r.decode_flops}, {"prefill_flops", r.prefill_flops}};
+    t[name] = {{"bytes_per_s", r.bytes_per_s},
+               {"bytes_per_s_8", r.bytes_per_s_8},
+               {"prefill_flops", r.prefill_flops}};
   }
-  return json{{"cpu", cpu},
+  return json{{"version", version},
+              {"cpu", cpu},
               {"threads", threads},
               {"measured_at", measured_at},
               {"quick", quick},
@@ -281,6 +333,17 @@ json ProbeResult::to_json() const {
 Result<ProbeResult> ProbeResult::from_json(const json& j) {
   if (!j.is_object()) return make_error("invalid_argument", "probe result: not a JSON object");
   ProbeResult r;
+  if (auto it = j.find("version"); it != j.end() && it->is_number_integer()) {
+    r.version = it->get<int>();
+  } else {
+    r.version = 1;
+  }
+  if (r.version != kProbeVersion) {
+    return errorf(
+        "invalid_argument",
+        "probe result: from another graft (probe version {}, this graft's is {}): run graft fit --probe",
+        r.version, kProbeVersion);
+  }
   auto text = [&](const char* key) -> std::string {
     auto it = j.find(key);
     return it != j.end() && it->is_string() ? it->get<std::string>() : "";
@@ -299,7 +362,7 @@ Result<ProbeResult> ProbeResult::from_json(const json& j) {
   for (const auto& [name, v] : types->items()) {
     TypeRate t;
     GRAFT_TRY(t.bytes_per_s, positive(v, "bytes_per_s"));
-    GRAFT_TRY(t.decode_flops, positive(v, "decode_flops"));
+    GRAFT_TRY(t.bytes_per_s_8, positive(v, "bytes_per_s_8"));
     GRAFT_TRY(t.prefill_flops, positive(v, "prefill_flops"));
     r.types[name] = t;
   }
@@ -320,7 +383,7 @@ Result<ProbeResult> run_probe(const ProbeOptions& options) {
   r.cpu = cpu_model();
   r.quick = options.quick;
   const Sizes sizes = options.quick ? Sizes{int64_t(2) << 20, int64_t(1) << 20, 32, 2, 256, 64}
-                                    : Sizes{int64_t(96) << 20, int64_t(12) << 20, 256, 7, 2048, 512};
+                                    : Sizes{stream_bytes(), int64_t(12) << 20, 256, 5, 2048, 512};
   Runner runner(r.threads);
   for (ggml_type type : kProbedTypes) r.types[ggml_type_name(type)] = probe_type(runner, type, sizes);
   r.attention_decode = probe_attention(runner, 1, sizes.attention_cells, 8, false, sizes.reps);
@@ -347,6 +410,7 @@ Result<std::optional<ProbeResult>> load_cached_probe(const fs::path& file, const
   }
   auto it = j["entries"].find(cache_key(cpu, threads));
   if (it == j["entries"].end()) return std::optional<ProbeResult>();
+  if (!it->is_object() || it->value("version", 1) != kProbeVersion) return std::optional<ProbeResult>();
   auto result = ProbeResult::from_json(*it);
   if (!result) return errorf("invalid_argument", "{}: {}", file.string(), result.error().message);
   return std::optional<ProbeResult>(std::move(*result));

@@ -1,10 +1,12 @@
 // The speed probe: a few seconds of graft's own kernels on this machine —
 // weight products of each common type at 1, 8 and many rows, attention over
 // an F16 cache, and the fixed cost of a graph node — from which speed.h
-// predicts prefill and decode rates (a roofline: the time to stream a
-// weight's bytes plus the time of its arithmetic, each at the measured rate).
-// Results are cached in ~/.cache/graft/probe.json, keyed by CPU model and
-// thread count.
+// predicts prefill and decode rates. Decode products are timed on weights
+// several times larger than the CPU's last-level cache, so they stream from
+// memory as a model's weights do from one step to the next (a matrix that
+// fits in the cache is re-read from it, and its rate says nothing about
+// memory). Results are cached in ~/.cache/graft/probe.json, keyed by CPU
+// model and thread count.
 #pragma once
 
 #include <map>
@@ -18,14 +20,24 @@
 
 namespace graft::fit {
 
-// One weight type's rates.
+// One weight type's rates, as graft's kernels for it achieve them.
 struct TypeRate {
-  double bytes_per_s = 0;    // weight bytes streamed per second (a 1-row product)
-  double decode_flops = 0;   // arithmetic per second added by each row of a small batch (1 -> 8 rows)
+  double bytes_per_s = 0;    // weight bytes per second of a 1-row product, from memory
+  double bytes_per_s_8 = 0;  // the same for an 8-row product (the weights read once for all rows)
   double prefill_flops = 0;  // arithmetic per second of a product of many rows
+
+  // Seconds of a product of `rows` rows (1 - 8: between the two measured
+  // rates; beyond: each further row as dear as the 2nd to 8th) with a
+  // matrix of `bytes` bytes.
+  double decode_seconds(int64_t bytes, int rows) const;
 };
 
+// Bumped when what the probe measures changes; older cached results are
+// measured anew.
+inline constexpr int kProbeVersion = 2;
+
 struct ProbeResult {
+  int version = kProbeVersion;
   std::string cpu;
   int threads = 0;
   std::string measured_at;                // UTC, ISO 8601
@@ -39,8 +51,8 @@ struct ProbeResult {
 
   // The rates for a type, or those of the probed type nearest in bits per weight.
   TypeRate rate(int ggml_type) const;
-  // Headline figures: weight streaming of F16 (memory bandwidth as the
-  // kernels see it), and the many-row rates of Q8_0 (int8) and F16.
+  // Headline figures: weight streaming of F16 at one row (memory bandwidth
+  // as the kernels see it), and the many-row rates of Q8_0 (int8) and F16.
   double memory_bandwidth() const;
   double int8_flops() const;
   double f16_flops() const;
@@ -58,7 +70,8 @@ Result<ProbeResult> run_probe(const ProbeOptions& options);
 
 // cache_dir()/probe.json
 fs::path probe_cache_file();
-// The cached result for this CPU and thread count, if any.
+// The cached result for this CPU and thread count, if any (none when it is
+// from an older probe).
 Result<std::optional<ProbeResult>> load_cached_probe(const fs::path& file, const std::string& cpu,
                                                      int threads);
 // Adds (or replaces) the result's entry in the cache file, atomically.

@@ -12,11 +12,17 @@ int padded(int cells) {
   return std::max(kWindow, (cells + kWindow - 1) / kWindow * kWindow);
 }
 
-// Seconds for one product of `rows` rows with m.
-double matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeResult& probe, bool prefill) {
+// Seconds for one product of a few rows (decode) with m.
+double decode_matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeResult& probe) {
+  return probe.rate(m.type).decode_seconds(m.bytes, rows);
+}
+
+// Seconds for one product of many rows (a prompt) with m: streaming its
+// bytes, then the arithmetic.
+double prefill_matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeResult& probe) {
   const TypeRate r = probe.rate(m.type);
   const double flops = 2.0 * double(m.n_in) * double(m.n_out) * rows;
-  return double(m.bytes) / r.bytes_per_s + flops / (prefill ? r.prefill_flops : r.decode_flops);
+  return double(m.bytes) / r.bytes_per_s + flops / r.prefill_flops;
 }
 
 // Attention work of one layer: rows x cells x heads x head width.
@@ -24,17 +30,19 @@ double attention_units(const ModelConfig& c, int rows, int cells) {
   return double(rows) * cells * c.n_head * c.head_dim;
 }
 
-// One decode step of n rows, each over a window of `cells` cells.
+// One decode step of n rows, each seeing `cells` cells (attention skips
+// the masked rest of its window).
 double decode_seconds(const FitModel& model, const ServeSettings& s, const ProbeResult& probe, int n,
                       int cells) {
   const ModelConfig& c = model.config();
   double t = 0;
-  for (const FitModel::Matrix& m : model.matrices()) t += matrix_seconds(m, n, probe, /*prefill=*/false);
+  for (const FitModel::Matrix& m : model.matrices()) t += decode_matrix_seconds(m, n, probe);
   t += c.n_layer * n * attention_units(c, 1, cells) / probe.attention_decode;
   // The step's graph: one window per sequence, as the cache places them apart.
+  const int window = padded(cells);
   std::vector<KvCache::Window> windows;
-  for (int i = 0; i < n; ++i) windows.push_back({i, 1, i * cells, cells});
-  const Forward::Measure g = model.measure(s.kv_type, n * cells, n, n, s.threads, windows);
+  for (int i = 0; i < n; ++i) windows.push_back({i, 1, i * window, window});
+  const Forward::Measure g = model.measure(s.kv_type, n * window, n, n, s.threads, windows);
   return t + g.n_nodes * probe.node_seconds;
 }
 
@@ -44,7 +52,7 @@ double prefill_seconds(const FitModel& model, const ServeSettings& s, const Prob
   for (const FitModel::Matrix& m : model.matrices()) {
     // The last layer's MLP and the output run on the one row whose logits are wanted.
     const bool last_rows_only = m.layer < 0 || (m.ffn && m.layer == c.n_layer - 1);
-    t += last_rows_only ? matrix_seconds(m, 1, probe, false) : matrix_seconds(m, tokens, probe, true);
+    t += last_rows_only ? decode_matrix_seconds(m, 1, probe) : prefill_matrix_seconds(m, tokens, probe);
   }
   t += c.n_layer * attention_units(c, tokens, padded(tokens)) / probe.attention_prefill;
   const Forward::Measure g = model.measure(s.kv_type, padded(tokens), tokens, 1, s.threads);
@@ -57,7 +65,9 @@ SpeedPrediction predict_speed(const FitModel& model, const ServeSettings& settin
                               const std::vector<int>& rows) {
   SpeedPrediction p;
   p.prefill_tps = p.prompt_tokens / prefill_seconds(model, settings, probe, p.prompt_tokens);
-  for (int n : rows) p.decode_tps[n] = n / decode_seconds(model, settings, probe, n, kWindow);
+  // Attention sees, on average, the prompt and half the tokens generated.
+  const int cells = p.decode_prompt + p.decode_tokens / 2;
+  for (int n : rows) p.decode_tps[n] = n / decode_seconds(model, settings, probe, n, cells);
   p.decode_tps_full_context = 1.0 / decode_seconds(model, settings, probe, 1, padded(settings.n_ctx));
   return p;
 }

@@ -9,12 +9,15 @@
 namespace graft::fit {
 namespace {
 
-ProbeResult made_up_probe(double bandwidth, double flops) {
+// bandwidth_8: the weight bytes per second of an 8-row product (the same
+// as one row's when reading the weights is all it costs).
+ProbeResult made_up_probe(double bandwidth, double flops, double bandwidth_8 = 0) {
   ProbeResult p;
   p.cpu = "Test CPU";
   p.threads = 2;
   p.measured_at = "2025-01-01T00:00:00Z";
-  for (const char* t : {"f16", "q8_0", "q4_0"}) p.types[t] = {bandwidth, flops, flops};
+  for (const char* t : {"f16", "q8_0", "q4_0"})
+    p.types[t] = {bandwidth, bandwidth_8 > 0 ? bandwidth_8 : bandwidth, flops};
   p.attention_decode = p.attention_prefill = flops;
   p.node_seconds = 1e-12;
   return p;
@@ -33,7 +36,9 @@ TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
   for (const char* t : {"f16", "q8_0", "q4_0", "q4_K", "q6_K"}) {
     ASSERT_TRUE(p->types.count(t)) << t;
     EXPECT_GT(p->types.at(t).bytes_per_s, 1e7) << t;
-    EXPECT_GT(p->types.at(t).decode_flops, 1e6) << t;
+    EXPECT_GT(p->types.at(t).bytes_per_s_8, 1e6) << t;
+    // Eight rows never read the weights faster than one.
+    EXPECT_LE(p->types.at(t).bytes_per_s_8, p->types.at(t).bytes_per_s) << t;
     EXPECT_GT(p->types.at(t).prefill_flops, 1e6) << t;
   }
   EXPECT_GT(p->attention_decode, 0);
@@ -66,6 +71,30 @@ TEST(FitProbe, TheCacheKeepsOneResultPerCpuAndThreadCount) {
   EXPECT_FALSE(read_probe_file(file).ok());
 }
 
+TEST(FitProbe, ResultsOfAnOlderProbeAreMeasuredAnew) {
+  TempDir dir;
+  const fs::path file = dir.path() / "probe.json";
+  nlohmann::json entry = made_up_probe(1e10, 1e11).to_json();
+  entry.erase("version");  // the first probe's results had none
+  nlohmann::json cache = {{"entries", {{"Test CPU / 2 threads", entry}}}};
+  ASSERT_TRUE(write_file_atomic(file, cache.dump()).ok());
+  auto cached = load_cached_probe(file, "Test CPU", 2);
+  ASSERT_TRUE(cached.ok()) << cached.error().message;
+  EXPECT_FALSE(cached->has_value());
+  // Given as a file, it is refused with the reason.
+  auto given = read_probe_file(file);
+  ASSERT_FALSE(given.ok());
+  EXPECT_NE(given.error().message.find("graft fit --probe"), std::string::npos) << given.error().message;
+}
+
+TEST(FitSpeed, ProductsBetweenOneAndEightRowsTakeTheMeasuredRates) {
+  TypeRate r{1e9, 0.25e9, 1e11};
+  EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 1), 1.0);
+  EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 8), 4.0);
+  EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 4), 1.0 + 3.0 * 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 15), 7.0);
+}
+
 TEST(FitProbe, BadProbeFilesAreRefusedWithTheField) {
   TempDir dir;
   const fs::path file = dir.path() / "probe.json";
@@ -93,7 +122,7 @@ TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
   auto model = FitModel::open(testing::test_model_path(spec));
   ASSERT_TRUE(model.ok());
   const FitModel& m = **model;
-  // Arithmetic and attention free: a step costs its weights' bytes at the bandwidth.
+  // Attention free, eight rows as cheap as one: a step costs its weights' bytes at the bandwidth.
   const ProbeResult p = made_up_probe(1e9, 1e30);
   const ServeSettings s = m.resolve(ServeSettings{});
   const SpeedPrediction one = predict_speed(m, s, p);
@@ -108,8 +137,11 @@ TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
   EXPECT_NEAR(one.decode_tps.at(1), 1e9 / double(matrix_bytes), 1e9 / double(matrix_bytes) * 1e-6);
   // Eight rows stream the same bytes once: eight times the tokens.
   EXPECT_NEAR(one.decode_tps.at(8), 8 * one.decode_tps.at(1), one.decode_tps.at(1) * 1e-5);
-  // Compute bound: rows cost in proportion, so eight rows give no more tokens per second.
-  const SpeedPrediction bound = predict_speed(m, s, made_up_probe(1e30, 1e9));
+  // Rows that cost in proportion (8 rows read 1/8 as many weight bytes per
+  // second) give no more tokens per second.
+  ProbeResult bound_probe = made_up_probe(1e9, 1e30, 1e9 / 8);
+  bound_probe.attention_decode = 1e30;
+  const SpeedPrediction bound = predict_speed(m, s, bound_probe);
   EXPECT_NEAR(bound.decode_tps.at(8), bound.decode_tps.at(1), bound.decode_tps.at(1) * 0.01);
   EXPECT_GT(bound.prefill_tps, 0);
 }
