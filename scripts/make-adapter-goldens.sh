@@ -81,8 +81,8 @@ for case in $CASES; do
   LAYERS=2 TIED=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000
   if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 EXTRA=(--tied); fi
   if [ "$arch" = gemma3 ]; then
-    LAYERS=6 TIED=1 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
-    EXTRA=(--tied --head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
+    LAYERS=6 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
+    EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
       --rope-base $ROPE_BASE)
   fi
   "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \

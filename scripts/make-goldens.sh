@@ -33,9 +33,11 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # 512-token prefill chunk, which graft reads in such chunks.
 # gemma3: 6 layers, local (sliding over 4 positions, shorter than all
 # prompts but one) and global in Gemma 3's pattern (here every 3rd global),
-# one key/value head, heads wider than the embedding, a tied output and a
-# global rope base of 1e6, as Gemma 3 1B has, scaled down.
-# minicpm: 4 layers and a tied output, with MiniCPM's embedding, residual and
+# one key/value head, heads wider than the embedding and a global rope base
+# of 1e6, as Gemma 3 1B has, scaled down. Its own output matrix (not tied):
+# a random tied embedding, scaled up by sqrt(n_embd) on the way in, makes
+# every continuation repeat its last token.
+# minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and
 # logit scalings (make-test-model's defaults: scale_emb 12, scale_depth 1.4,
 # dim_model_base 64).
 ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm minicpm:llama-spm}
@@ -46,10 +48,10 @@ for arch_vocab in $ARCHS; do
   vocab=${arch_vocab##*:}
   LAYERS=2 TIED=0 CHUNK=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000
   if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 CHUNK=512 EXTRA=(--tied); fi
-  if [ "$arch" = minicpm ]; then LAYERS=4 TIED=1 EXTRA=(--tied); fi
+  if [ "$arch" = minicpm ]; then LAYERS=4; fi
   if [ "$arch" = gemma3 ]; then
-    LAYERS=6 TIED=1 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
-    EXTRA=(--tied --head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
+    LAYERS=6 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
+    EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
       --rope-base $ROPE_BASE)
   fi
   for type in $TYPES; do

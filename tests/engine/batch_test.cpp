@@ -132,9 +132,7 @@ TEST(BatchedEqualsSingle, Gemma3Q4_0) {
 }
 // Embedding, residual and logit scalings.
 TEST(BatchedEqualsSingle, MiniCpmQ8_0) {
-  TestModelSpec spec = testing::tiny_spec("minicpm", "llama-bpe", "q8_0");
-  spec.tied_output = true;
-  expect_batched_equals_single(spec);
+  expect_batched_equals_single(testing::tiny_spec("minicpm", "llama-bpe", "q8_0"));
 }
 
 }  // namespace

@@ -60,7 +60,6 @@ TEST(ModelLoad, Gemma3ReadsItsLocalAndGlobalLayers) {
   EXPECT_FLOAT_EQ(c.kq_scale, 1.0f / 8.0f);  // 1 / sqrt(head_dim 64)
   EXPECT_EQ(c.logit_softcap, 0.0f);
   EXPECT_EQ(c.n_embd_q(), 256);  // heads wider than the embedding
-  EXPECT_TRUE(c.tied_output);
   EXPECT_NE((*model)->weights().layers[0].attn_post_norm, nullptr);
   EXPECT_NE((*model)->weights().layers[0].ffn_post_norm, nullptr);
 }

@@ -59,7 +59,6 @@ TestModelSpec tiny_gemma3_spec(const std::string& vocab, const std::string& type
   spec.n_layer = 3;
   spec.n_head_kv = 1;
   spec.head_dim = 64;
-  spec.tied_output = true;
   spec.sliding_window = 8;
   spec.sliding_window_pattern = 3;
   spec.rope_freq_base = 1000000.0f;
