@@ -31,19 +31,34 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # qwen35 (hybrid): 3 gated delta-net layers and 1 of full attention, a tied
 # output (Qwen3.5-4B's layout, scaled down), and a prompt longer than one
 # 512-token prefill chunk, which graft reads in such chunks.
-ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35}
+# gemma3: 6 layers, local (sliding over 4 positions, shorter than all
+# prompts but one) and global in Gemma 3's pattern (here every 3rd global),
+# one key/value head, heads wider than the embedding and a global rope base
+# of 1e6, as Gemma 3 1B has, scaled down. Its own output matrix (not tied):
+# a random tied embedding, scaled up by sqrt(n_embd) on the way in, makes
+# every continuation repeat its last token.
+# minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and
+# logit scalings (make-test-model's defaults: scale_emb 12, scale_depth 1.4,
+# dim_model_base 64).
+ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm minicpm:llama-spm}
 TYPES=${TYPES:-f16 q8_0 q4_0}
 
 for arch_vocab in $ARCHS; do
   arch=${arch_vocab%%:*}
   vocab=${arch_vocab##*:}
-  LAYERS=2 TIED=0 CHUNK=0 EXTRA=()
+  LAYERS=2 TIED=0 CHUNK=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000
   if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 CHUNK=512 EXTRA=(--tied); fi
+  if [ "$arch" = minicpm ]; then LAYERS=4; fi
+  if [ "$arch" = gemma3 ]; then
+    LAYERS=6 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
+    EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
+      --rope-base $ROPE_BASE)
+  fi
   for type in $TYPES; do
     name=$arch-$type
     model=$WORK/$name.gguf
     "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
-      --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KV_HEADS --ffn $FFN --ctx $CTX \
+      --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KVH --ffn $FFN --ctx $CTX \
       --type "$type" --seed $SEED "${EXTRA[@]}" >/dev/null
     "$LLAMA_BIN/llama-server" -m "$model" -c $CTX --parallel 1 -t "$(nproc)" --host 127.0.0.1 --port $PORT \
       --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
@@ -52,13 +67,15 @@ for arch_vocab in $ARCHS; do
       if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
       sleep 0.5
     done
-    python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KV_HEADS $FFN $CTX $SEED \
-      $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" $TIED $CHUNK <<'PY'
+    python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KVH $FFN $CTX $SEED \
+      $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" $TIED $CHUNK \
+      $HEAD_DIM $SLIDING $PATTERN $ROPE_BASE <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
 build = sys.argv[14]
 tied, chunk = map(int, sys.argv[15:17])
+head_dim, sliding, pattern, rope_base = map(int, sys.argv[17:21])
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -103,6 +120,14 @@ if tied:
     golden["model"]["tied"] = True
 if chunk:
     golden["prefill_chunk"] = chunk
+if head_dim:
+    golden["model"]["head_dim"] = head_dim
+if rope_base != 10000:
+    golden["model"]["rope_base"] = rope_base
+if sliding:
+    golden["model"]["sliding_window"] = sliding
+    golden["model"]["sliding_window_pattern"] = pattern
+    assert sum(len(c["prompt"]) > sliding for c in cases) >= 5, "most prompts must be longer than the window"
 with open(path, "w") as f:
     json.dump(golden, f, indent=1)
     f.write("\n")

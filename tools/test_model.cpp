@@ -90,8 +90,17 @@ SsmShape ssm_shape(const TestModelSpec& s, int head_dim) {
 }
 
 Status check_spec(const TestModelSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen35") {
-    return errorf("invalid_argument", "unsupported architecture '{}' (llama, qwen2, qwen3, qwen35)", s.arch);
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen35" &&
+      s.arch != "gemma3" && s.arch != "minicpm") {
+    return errorf("invalid_argument",
+                  "unsupported architecture '{}' (llama, qwen2, qwen3, qwen35, gemma3, minicpm)", s.arch);
+  }
+  if (s.arch == "minicpm" && (!(s.scale_emb > 0) || !(s.scale_depth > 0) || s.dim_model_base <= 0)) {
+    return errorf("invalid_argument", "minicpm needs positive scale_emb, scale_depth and dim_model_base");
+  }
+  if (s.arch == "gemma3" &&
+      (s.sliding_window < 0 || s.sliding_window_pattern < 0 || s.final_logit_softcap < 0)) {
+    return errorf("invalid_argument", "gemma3 needs a sliding window, pattern and softcap of 0 or more");
   }
   if (s.arch == "qwen35") {
     const int head_dim = s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
@@ -196,6 +205,28 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
     gguf_set_val_u32(meta.get(), key("full_attention_interval").c_str(),
                      static_cast<uint32_t>(spec.full_attention_interval));
   }
+  const bool gemma3 = spec.arch == "gemma3";
+  if (gemma3) {
+    if (spec.sliding_window > 0) {
+      gguf_set_val_u32(meta.get(), key("attention.sliding_window").c_str(),
+                       static_cast<uint32_t>(spec.sliding_window));
+      gguf_set_val_u32(meta.get(), key("attention.sliding_window_pattern").c_str(),
+                       static_cast<uint32_t>(spec.sliding_window_pattern));
+      gguf_set_val_f32(meta.get(), key("rope.freq_base_swa").c_str(), spec.rope_freq_base_local);
+    }
+    if (spec.final_logit_softcap > 0.0f) {
+      gguf_set_val_f32(meta.get(), key("final_logit_softcapping").c_str(), spec.final_logit_softcap);
+    }
+  }
+  const bool minicpm = spec.arch == "minicpm";
+  // minicpm divides its logits by this; the output rows are scaled up to match.
+  const float minicpm_logit_scale = minicpm ? float(spec.n_embd) / float(spec.dim_model_base) : 1.0f;
+  if (minicpm) {
+    gguf_set_val_f32(meta.get(), key("embedding_scale").c_str(), spec.scale_emb);
+    gguf_set_val_f32(meta.get(), key("residual_scale").c_str(),
+                     spec.scale_depth / std::sqrt(float(spec.n_layer)));
+    gguf_set_val_f32(meta.get(), key("logit_scale").c_str(), minicpm_logit_scale);
+  }
   if (spec.rope_scaling == "linear") {
     gguf_set_val_str(meta.get(), key("rope.scaling.type").c_str(), "linear");
     gguf_set_val_f32(meta.get(), key("rope.scaling.factor").c_str(), spec.rope_scaling_factor);
@@ -225,7 +256,7 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   const float unreadable = spec.unreadable_scale;
   // Output rows: logits of readable tokens get standard deviation logit_scale
   // (the final hidden state has unit RMS after its norm).
-  const float out_std = spec.logit_scale / std::sqrt(float(spec.n_embd));
+  const float out_std = spec.logit_scale / std::sqrt(float(spec.n_embd)) * minicpm_logit_scale;
   auto output_fill = [=](const std::string& name) {
     return [=](std::vector<float>& d) {
       fill_uniform(d, name_seed(seed, name), out_std);
@@ -322,15 +353,17 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
       bias(p + "attn_k.bias", kv_width);
       bias(p + "attn_v.bias", kv_width);
     }
-    if (spec.arch == "qwen3") {
+    if (spec.arch == "qwen3" || gemma3) {
       norm(p + "attn_q_norm.weight", head_dim);
       norm(p + "attn_k_norm.weight", head_dim);
     }
     matrix(p + "attn_output.weight", q_width, spec.n_embd, 1.0f / std::sqrt(float(q_width)));
+    if (gemma3) norm(p + "post_attention_norm.weight", spec.n_embd);
     norm(p + "ffn_norm.weight", spec.n_embd);
     matrix(p + "ffn_gate.weight", spec.n_embd, spec.n_ff, 1.0f / std::sqrt(float(spec.n_embd)));
     matrix(p + "ffn_up.weight", spec.n_embd, spec.n_ff, 1.0f / std::sqrt(float(spec.n_embd)));
     matrix(p + "ffn_down.weight", spec.n_ff, spec.n_embd, 1.0f / std::sqrt(float(spec.n_ff)));
+    if (gemma3) norm(p + "post_ffw_norm.weight", spec.n_embd);
   }
 
   // Tensor directory (shapes only; no data held in memory).

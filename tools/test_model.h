@@ -11,7 +11,7 @@
 namespace graft {
 
 struct TestModelSpec {
-  std::string arch = "llama";  // "llama", "qwen2", "qwen3" or "qwen35"
+  std::string arch = "llama";  // "llama", "qwen2", "qwen3", "qwen35", "gemma3" or "minicpm"
   std::string vocab_path;      // a GGUF holding tokenizer.ggml.* metadata
   std::string name = "graft-test-model";
   int n_embd = 256;
@@ -41,6 +41,17 @@ struct TestModelSpec {
   int ssm_k_heads = 0;
   int ssm_v_heads = 0;
   int rope_dims = 0;
+  // gemma3 only: local layers attend to the last sliding_window positions
+  // (0: every layer is global), all but every sliding_window_pattern-th
+  // layer; they rope with rope_freq_base_local. final_logit_softcap: 0 none.
+  int sliding_window = 8;
+  int sliding_window_pattern = 3;
+  float rope_freq_base_local = 10000.0f;
+  float final_logit_softcap = 0.0f;
+  // minicpm only: MiniCPM's scalings (scale_emb, scale_depth, dim_model_base).
+  float scale_emb = 12.0f;
+  float scale_depth = 1.4f;
+  int dim_model_base = 64;
   // Chat template: "" keeps the vocab's own (if any), "none" drops it,
   // anything else is the template text itself.
   std::string chat_template;

@@ -99,7 +99,8 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
 }
 
 bool lora_architecture_supported(std::string_view arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen35";
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen35" || arch == "gemma3" ||
+         arch == "minicpm";
 }
 
 std::string base_tensor_name(int layer, LoraTarget target) {

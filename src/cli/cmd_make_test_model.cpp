@@ -15,7 +15,8 @@ void add_make_test_model_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
   cmd->add_option("output", *out, "Path of the GGUF file to write")->required();
-  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2, qwen3 or qwen35")->capture_default_str();
+  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2, qwen3, qwen35, gemma3 or minicpm")
+      ->capture_default_str();
   cmd->add_option("--vocab", spec->vocab_path,
                   "GGUF to copy the tokenizer from (default: the bundle's ggml-vocab-llama-bpe.gguf)");
   cmd->add_option("--name", spec->name, "general.name")->capture_default_str();
@@ -47,6 +48,21 @@ void add_make_test_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--ssm-v-heads", spec->ssm_v_heads,
                   "qwen35: linear-attention value heads (0: twice the key heads)")
+      ->capture_default_str();
+  cmd->add_option("--sliding-window", spec->sliding_window,
+                  "gemma3: positions a local layer attends to (0: every layer global)")
+      ->capture_default_str();
+  cmd->add_option("--sliding-window-pattern", spec->sliding_window_pattern,
+                  "gemma3: every n-th layer is global, the others local")
+      ->capture_default_str();
+  cmd->add_option("--rope-base-local", spec->rope_freq_base_local, "gemma3: RoPE base of the local layers")
+      ->capture_default_str();
+  cmd->add_option("--logit-softcap", spec->final_logit_softcap, "gemma3: final logit softcapping (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--scale-emb", spec->scale_emb, "minicpm: embedding scale")->capture_default_str();
+  cmd->add_option("--scale-depth", spec->scale_depth, "minicpm: residual scale x sqrt(layers)")
+      ->capture_default_str();
+  cmd->add_option("--dim-model-base", spec->dim_model_base, "minicpm: logits are divided by embd / this")
       ->capture_default_str();
   cmd->add_option("--unreadable-scale", spec->unreadable_scale,
                   "Scale of the output rows of non-word tokens (special tokens included); 1 lets a "

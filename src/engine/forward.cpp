@@ -76,6 +76,10 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
     group.mask = input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
+    if (c.has_sliding_layers()) {
+      group.sliding_mask =
+          input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "sliding_mask");
+    }
     g.attention.groups.push_back(group);
   }
   if (recurrent) {
@@ -226,8 +230,15 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     if (k == 0) out[k++] = n - 1;  // nothing asked for: compute one row, return none
   }
   for (size_t i = 0; i < placement.windows.size(); ++i) {
-    cache_.fill_mask(batch, placement.windows[i],
-                     static_cast<ggml_fp16_t*>(g.attention.groups[i].mask->data));
+    const AttentionInputs::Group& group = g.attention.groups[i];
+    // (Either is unallocated when no layer reads it.)
+    if (group.mask->data) {
+      cache_.fill_mask(batch, placement.windows[i], static_cast<ggml_fp16_t*>(group.mask->data));
+    }
+    if (group.sliding_mask && group.sliding_mask->data) {
+      cache_.fill_sliding_mask(batch, placement.windows[i], model_.config().sliding_window,
+                               static_cast<ggml_fp16_t*>(group.sliding_mask->data));
+    }
   }
   for (size_t i = 0; i < placement.state_groups.size(); ++i) {
     const std::vector<SeqId>& seqs = placement.state_groups[i].seqs;

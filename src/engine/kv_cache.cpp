@@ -447,6 +447,21 @@ void KvCache::fill_mask(const Batch& batch, const Window& window, ggml_fp16_t* m
   }
 }
 
+void KvCache::fill_sliding_mask(const Batch& batch, const Window& window, int sliding_window,
+                                ggml_fp16_t* mask) const {
+  fill_mask(batch, window, mask);
+  const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
+  const int width = window.n_cells;
+  const int in_use = std::clamp(used_end_ - window.cell_begin, 0, width);
+  for (int i = 0; i < window.n_rows; ++i) {
+    const int32_t oldest = batch.rows[size_t(window.row_begin + i)].pos - sliding_window;
+    ggml_fp16_t* m = mask + size_t(i) * size_t(width);
+    for (int j = 0; j < in_use; ++j) {
+      if (cells_[size_t(window.cell_begin + j)].pos <= oldest) m[j] = drop;
+    }
+  }
+}
+
 std::vector<AttentionInputs::Layer> KvCache::layer_tensors() const {
   return layers_;
 }

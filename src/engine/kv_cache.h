@@ -132,6 +132,10 @@ class KvCache {
   void fill_mask(const Batch& batch, const Window& window, ggml_fp16_t* mask) const;
   // The same for all rows over cells [0, n_kv).
   void fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const;
+  // Sliding-window layers: the mask of fill_mask less the cells of positions
+  // `sliding_window` or more before each row's.
+  void fill_sliding_mask(const Batch& batch, const Window& window, int sliding_window,
+                         ggml_fp16_t* mask) const;
   // The cache tensors for the graph.
   std::vector<AttentionInputs::Layer> layer_tensors() const;
 

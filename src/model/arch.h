@@ -1,5 +1,5 @@
 // The architectures graft can run: one registry line each (registry.cpp),
-// one file per family for the graph (llama.cpp, qwen.cpp, qwen35.cpp).
+// one file per family for the graph (llama.cpp, qwen.cpp, qwen35.cpp, gemma3.cpp, minicpm.cpp).
 #pragma once
 
 #include <string>
@@ -41,5 +41,11 @@ ggml_tensor* build_qwen(GraphContext& g, const Model& model);
 ggml_tensor* build_qwen35(GraphContext& g, const Model& model);
 Status read_qwen35_config(const GgufFile& f, ModelConfig& c);
 Status load_qwen35_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
+ggml_tensor* build_gemma3(GraphContext& g, const Model& model);
+Status read_gemma3_config(const GgufFile& f, ModelConfig& c);
+Status load_gemma3_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
+ggml_tensor* build_minicpm(GraphContext& g, const Model& model);
+Status read_minicpm_config(const GgufFile& f, ModelConfig& c);
+Status load_minicpm_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
 
 }  // namespace graft

@@ -31,6 +31,9 @@ struct AttentionInputs {
     int cell_begin = 0;
     int n_cells = 0;
     ggml_tensor* mask = nullptr;  // F16 [n_cells, n_rows]: 0 where a row may look, -inf elsewhere
+    // Models with sliding-window layers: the same, less the cells older than
+    // each row's window, for those layers.
+    ggml_tensor* sliding_mask = nullptr;
   };
   std::vector<Layer> layers;
   std::vector<Group> groups;          // cover the rows in order
@@ -60,6 +63,9 @@ struct TrainingInputs {
   int seq_len = 0;
   int n_seqs = 0;
   ggml_tensor* causal_mask = nullptr;  // F32 [seq_len, seq_len]: 0 on and below the diagonal, -inf above
+  // Models with sliding-window layers: the causal mask less what lies
+  // outside each row's window, for those layers.
+  ggml_tensor* sliding_mask = nullptr;
   float lora_scale = 1.0f;
   struct Pair {
     ggml_tensor* a = nullptr;  // F32 [n_in, rank]

@@ -91,8 +91,8 @@ ggml_tensor* add_trainable_delta(GraphContext& g, ggml_tensor* x, ggml_tensor* y
 // these; it has no backward for flash attention). Sequences and heads share
 // one axis, heads fastest, so grouped-query broadcasting maps query head
 // s * n_head + h to key head s * n_head_kv + h / (n_head / n_head_kv).
-ggml_tensor* training_attention(GraphContext& g, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                                float scale) {
+ggml_tensor* training_attention(GraphContext& g, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, float scale,
+                                bool sliding) {
   ggml_context* ctx = g.ctx;
   const TrainingInputs& t = *g.training;
   const int64_t head_dim = q->ne[0];
@@ -107,7 +107,7 @@ ggml_tensor* training_attention(GraphContext& g, ggml_tensor* q, ggml_tensor* k,
     return ggml_reshape_3d(ctx, x, head_dim, len, heads * n_seqs);
   };
   ggml_tensor* kq = ggml_mul_mat(ctx, by_head(k, n_head_kv), by_head(q, n_head));  // [len_k, len_q, ...]
-  kq = ggml_soft_max_ext(ctx, kq, t.causal_mask, scale, 0.0f);
+  kq = ggml_soft_max_ext(ctx, kq, sliding ? t.sliding_mask : t.causal_mask, scale, 0.0f);
   // v transposed per head: [len, head_dim, heads_kv * seqs]
   ggml_tensor* vt = ggml_reshape_4d(ctx, v, head_dim, n_head_kv, len, n_seqs);
   vt = ggml_cont(ctx, ggml_permute(ctx, vt, 1, 2, 0, 3));
@@ -130,8 +130,8 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 }
 
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                       float scale) {
-  if (g.training) return training_attention(g, q, k, v, scale);
+                       float scale, bool sliding) {
+  if (g.training) return training_attention(g, q, k, v, scale, sliding);
   ggml_context* ctx = g.ctx;
   const AttentionInputs& a = g.attention;
   const AttentionInputs::Layer& cache = a.layers[size_t(layer)];
@@ -168,7 +168,8 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
-    ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, group.mask, scale, 0.0f, 0.0f);
+    ggml_tensor* mask = sliding ? group.sliding_mask : group.mask;
+    ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, mask, scale, 0.0f, 0.0f);
     ggml_flash_attn_ext_set_prec(group_out, GGML_PREC_F32);
     outs.push_back(group_out);
   }
@@ -193,14 +194,29 @@ ggml_tensor* swiglu_ffn(GraphContext& g, const Model& model, const LayerWeights&
   return lora_linear(g, model, w.ffn_down, h, layer, LoraTarget::ffn_down);
 }
 
+ggml_tensor* geglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x,
+                       int layer) {
+  ggml_tensor* up = lora_linear(g, model, w.ffn_up, x, layer, LoraTarget::ffn_up);
+  ggml_tensor* gate = lora_linear(g, model, w.ffn_gate, x, layer, LoraTarget::ffn_gate);
+  ggml_tensor* h = ggml_geglu_split(g.ctx, gate, up);
+  return lora_linear(g, model, w.ffn_down, h, layer, LoraTarget::ffn_down);
+}
+
 ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x) {
   return g.out_rows ? ggml_get_rows(g.ctx, x, g.out_rows) : x;
 }
 
 ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x) {
   const ModelWeights& w = model.weights();
-  x = rms_norm(g, x, w.output_norm, model.config().rms_eps);
-  return mul_mat(g, w.output, x);
+  const ModelConfig& c = model.config();
+  x = rms_norm(g, x, w.output_norm, c.rms_eps);
+  ggml_tensor* logits = mul_mat(g, w.output, x);
+  if (c.logit_scale != 1.0f) logits = ggml_scale(g.ctx, logits, c.logit_scale);
+  if (c.logit_softcap > 0.0f) {
+    logits = ggml_scale(g.ctx, logits, 1.0f / c.logit_softcap);
+    logits = ggml_scale(g.ctx, ggml_tanh(g.ctx, logits), c.logit_softcap);
+  }
+  return logits;
 }
 
 }  // namespace graft

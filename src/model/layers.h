@@ -41,19 +41,26 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 // Stores k and v [head_dim, n_head_kv, n_rows] into the layer's cache cells,
 // then attends q [head_dim, n_head, n_rows] over the cache under the mask.
 // In a training graph, attends each sequence's rows over that sequence's own
-// k and v instead (no cache). Returns [head_dim * n_head, n_rows].
+// k and v instead (no cache). A sliding-window layer (`sliding`) uses the
+// masks that also hide what lies outside each row's window.
+// Returns [head_dim * n_head, n_rows].
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                       float scale);
+                       float scale, bool sliding = false);
 
 // silu(gate x) * (up x), then down — each through lora_linear.
 ggml_tensor* swiglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x,
                         int layer);
 
+// gelu(gate x) * (up x) (GELU's tanh approximation), then down — each
+// through lora_linear.
+ggml_tensor* geglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x, int layer);
+
 // Keeps only the rows whose logits are wanted (the last layer's FFN and the
 // output then skip the others); x itself when every row is wanted.
 ggml_tensor* select_output_rows(GraphContext& g, ggml_tensor* x);
 
-// The final norm and output projection of the rows whose logits are wanted.
+// The final norm and output projection of the rows whose logits are wanted,
+// with the config's logit scale and softcap.
 ggml_tensor* output_logits(GraphContext& g, const Model& model, ggml_tensor* x);
 
 }  // namespace graft

@@ -72,12 +72,27 @@ struct ModelConfig {
   // attention over the KV cache. Empty: none.
   std::vector<bool> recurrent;
   SsmConfig ssm;
+  // Sliding-window attention (gemma3): the layers flagged in `sliding` attend
+  // only to the last `sliding_window` positions of their sequence (a row at
+  // position p sees positions p - sliding_window + 1 .. p), with their own
+  // rope (rope_local). Empty: every layer attends to the whole sequence.
+  int sliding_window = 0;
+  std::vector<bool> sliding;
+  RopeConfig rope_local;
+  // Scalings some families declare (1 or 0: none).
+  float embd_scale = 1.0f;      // token embeddings x this (gemma3: sqrt(n_embd); minicpm: scale_emb)
+  float kq_scale = 0.0f;        // attention scale; 0: 1 / sqrt(head_dim)
+  float residual_scale = 1.0f;  // minicpm: each block's output x this before the residual add
+  float logit_scale = 1.0f;     // minicpm: logits x this
+  float logit_softcap = 0.0f;   // gemma: logits = softcap * tanh(logits / softcap); 0: none
 
   int n_embd_q() const { return n_head * head_dim; }
   int n_embd_kv() const { return n_head_kv * head_dim; }
   // Output width of the q projection (q and, with attn_gate, the gate).
   int n_embd_q_proj() const { return n_embd_q() * (attn_gate ? 2 : 1); }
   bool is_recurrent(int layer) const { return layer < int(recurrent.size()) && recurrent[size_t(layer)]; }
+  bool is_sliding(int layer) const { return layer < int(sliding.size()) && sliding[size_t(layer)]; }
+  bool has_sliding_layers() const { return sliding_window > 0; }
   bool has_recurrent_layers() const;
   int n_recurrent_layers() const;
 };
@@ -104,6 +119,9 @@ struct LayerWeights {
   ggml_tensor* ffn_gate = nullptr;
   ggml_tensor* ffn_up = nullptr;
   ggml_tensor* ffn_down = nullptr;
+  ggml_tensor* bo = nullptr;              // minicpm: optional attn_output bias
+  ggml_tensor* attn_post_norm = nullptr;  // gemma3: RMS norm of the attention output
+  ggml_tensor* ffn_post_norm = nullptr;   // gemma3: RMS norm of the MLP output
   // (qwen35 names ffn_norm post_attention_norm.)
   // Linear-attention (gated delta-net) layers:
   ggml_tensor* ssm_qkv = nullptr;    // attn_qkv: x -> the convolution's channels (q, k, v)

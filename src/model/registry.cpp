@@ -10,6 +10,10 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_qwen},
     {"qwen35", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_qwen35, read_qwen35_config,
      load_qwen35_layer},
+    {"gemma3", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_gemma3, read_gemma3_config,
+     load_gemma3_layer},
+    {"minicpm", GGML_ROPE_TYPE_NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false, build_minicpm,
+     read_minicpm_config, load_minicpm_layer},
 };
 
 }  // namespace

@@ -104,6 +104,10 @@ Result<ggml_tensor*> WeightsLoader::matrix_copy_of(ggml_tensor* source, const st
   return t;
 }
 
+bool WeightsLoader::has(const std::string& name) const {
+  return gguf_.find_tensor(name) != nullptr;
+}
+
 Result<ggml_tensor*> WeightsLoader::vector(const std::string& name, int64_t n) {
   GRAFT_TRY(const GgufTensorInfo* info, find(name, 1, &n));
   if (info->type != GGML_TYPE_F32) {

@@ -44,6 +44,9 @@ class WeightsLoader {
   // An F32 matrix used element by element (a convolution kernel).
   Result<ggml_tensor*> f32_matrix(const std::string& name, std::array<int64_t, 2> ne);
 
+  // Whether the file has a tensor of this name (optional tensors).
+  bool has(const std::string& name) const;
+
   // Allocates and fills everything; the loader gives up ownership. Errors:
   // "out_of_memory" (the repacked copies), "io_error" (placing a tensor).
   Result<LoadedWeights> finish();

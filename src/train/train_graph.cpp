@@ -43,17 +43,18 @@ struct TrainGraph::Graph {
 struct TrainGraph::Built {
   ggml_context_ptr ctx;
   ggml_backend_buffer_ptr buffer;
-  ggml_tensor* tokens = nullptr;       // I32 [rows]
-  ggml_tensor* positions = nullptr;    // I32 [rows]
-  ggml_tensor* mask = nullptr;         // F32 [seq_len, seq_len]
-  ggml_tensor* loss_rows = nullptr;    // I32 [n_loss]
-  ggml_tensor* loss_rows64 = nullptr;  // I64 [n_loss]
-  ggml_tensor* labels = nullptr;       // I32 [n_loss]
-  ggml_tensor* weights = nullptr;      // F32 [n_loss]
-  ggml_tensor* loss = nullptr;         // F64 [n_loss]: the head's output
-  ggml_tensor* one = nullptr;          // F32 [1] = 1: the stand-in loss's own gradient
-  ggml_tensor* grad[2] = {};           // F32 [n_embd, rows]: gradients of hidden states
-  std::vector<ggml_tensor*> inputs;    // F32 [n_embd, rows]: each trained layer's input (checkpointing)
+  ggml_tensor* tokens = nullptr;        // I32 [rows]
+  ggml_tensor* positions = nullptr;     // I32 [rows]
+  ggml_tensor* mask = nullptr;          // F32 [seq_len, seq_len]
+  ggml_tensor* sliding_mask = nullptr;  // F32 [seq_len, seq_len]: sliding-window models only
+  ggml_tensor* loss_rows = nullptr;     // I32 [n_loss]
+  ggml_tensor* loss_rows64 = nullptr;   // I64 [n_loss]
+  ggml_tensor* labels = nullptr;        // I32 [n_loss]
+  ggml_tensor* weights = nullptr;       // F32 [n_loss]
+  ggml_tensor* loss = nullptr;          // F64 [n_loss]: the head's output
+  ggml_tensor* one = nullptr;           // F32 [1] = 1: the stand-in loss's own gradient
+  ggml_tensor* grad[2] = {};            // F32 [n_embd, rows]: gradients of hidden states
+  std::vector<ggml_tensor*> inputs;     // F32 [n_embd, rows]: each trained layer's input (checkpointing)
   TrainingInputs training;
   std::unique_ptr<Graph> forward;                // forward and head (and, unless checkpointing, backward)
   std::vector<std::unique_ptr<Graph>> segments;  // checkpointing: one per trained layer, the lowest first
@@ -85,13 +86,15 @@ Status TrainGraph::build(const Shape& shape) {
   const int n_inputs = checkpoint ? c.n_layer - first_trained_layer_ : 0;
 
   ggml_init_params params{};
-  params.mem_size = ggml_tensor_overhead() * size_t(16 + n_inputs);
+  params.mem_size = ggml_tensor_overhead() * size_t(17 + n_inputs);
   params.no_alloc = true;
   b->ctx.reset(ggml_init(params));
   ggml_context* ctx = b->ctx.get();
   b->tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rows);
   b->positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rows);
   b->mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shape.seq_len, shape.seq_len);
+  if (c.has_sliding_layers())
+    b->sliding_mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shape.seq_len, shape.seq_len);
   b->loss_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_loss);
   b->loss_rows64 = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, shape.n_loss);
   b->labels = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, shape.n_loss);
@@ -111,6 +114,7 @@ Status TrainGraph::build(const Shape& shape) {
   t.seq_len = shape.seq_len;
   t.n_seqs = shape.n_seqs;
   t.causal_mask = b->mask;
+  t.sliding_mask = b->sliding_mask;
   t.lora_scale = options_.lora_scale;
   t.lora = lora_table_;
   if (shape.train && options_.dropout > 0.0f) {
@@ -279,6 +283,14 @@ void TrainGraph::set_inputs(Built& b, const MicroBatch& batch) {
   auto* mask = static_cast<float*>(b.mask->data);
   for (int q = 0; q < batch.seq_len; ++q) {
     for (int k = 0; k < batch.seq_len; ++k) mask[q * batch.seq_len + k] = k <= q ? 0.0f : -INFINITY;
+  }
+  if (b.sliding_mask) {
+    const int window = model_.config().sliding_window;
+    auto* sliding = static_cast<float*>(b.sliding_mask->data);
+    for (int q = 0; q < batch.seq_len; ++q) {
+      for (int k = 0; k < batch.seq_len; ++k)
+        sliding[q * batch.seq_len + k] = k <= q && q - k < window ? 0.0f : -INFINITY;
+    }
   }
   const size_t n_loss = batch.loss_rows.size();
   std::memcpy(b.loss_rows->data, batch.loss_rows.data(), n_loss * sizeof(int32_t));

@@ -55,6 +55,12 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
   spec.n_ctx = m.at("ctx");
   spec.seed = m.at("seed");
   spec.tied_output = m.value("tied", false);
+  spec.head_dim = m.value("head_dim", 0);
+  spec.rope_freq_base = m.value("rope_base", spec.rope_freq_base);
+  if (spec.arch == "gemma3") {
+    spec.sliding_window = m.at("sliding_window");
+    spec.sliding_window_pattern = m.at("sliding_window_pattern");
+  }
   const std::string model_path = testing::test_model_path(spec);
   auto e = testing::open_engine(model_path, spec.n_ctx, 1);
   ASSERT_TRUE(e.forward);

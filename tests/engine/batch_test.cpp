@@ -121,5 +121,19 @@ TEST(BatchedEqualsSingle, Qwen35Q8_0) {
   expect_batched_equals_single(testing::tiny_qwen35_spec("llama-bpe", "q8_0"));
 }
 
+// Sliding-window layers: each row sees only the last 8 positions of its own
+// sequence there, the prompts are longer than that, and rows of prompts and
+// decode steps of several sequences share a batch (and a mask per row).
+TEST(BatchedEqualsSingle, Gemma3F16) {
+  expect_batched_equals_single(testing::tiny_gemma3_spec("llama-bpe", "f16"));
+}
+TEST(BatchedEqualsSingle, Gemma3Q4_0) {
+  expect_batched_equals_single(testing::tiny_gemma3_spec("llama-bpe", "q4_0"));
+}
+// Embedding, residual and logit scalings.
+TEST(BatchedEqualsSingle, MiniCpmQ8_0) {
+  expect_batched_equals_single(testing::tiny_spec("minicpm", "llama-bpe", "q8_0"));
+}
+
 }  // namespace
 }  // namespace graft

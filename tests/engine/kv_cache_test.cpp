@@ -119,6 +119,54 @@ TEST(KvCache, MaskLetsRowsSeeOnlyTheirSequenceUpToTheirPosition) {
   }
 }
 
+// Sliding-window layers: each row sees the last W positions of its own
+// sequence only, in a batch mixing a prompt chunk of one sequence with a
+// decode row of another.
+TEST(KvCache, SlidingMaskKeepsTheLastWindowOfEachRowsSequence) {
+  constexpr int kWindow = 3;
+  auto cache = make_cache(64);
+  ASSERT_TRUE(cache->place(rows(0, 0, 6)).ok());
+  Batch b = rows(1, 0, 5);
+  b.rows.push_back({1, 6, 0, true, {}});  // sequence 0's next position
+  auto placement = cache->place(b);
+  ASSERT_TRUE(placement.ok());
+  const int n_kv = placement->n_kv;
+  const KvCache::Window all{0, int(b.size()), 0, n_kv};
+  std::vector<ggml_fp16_t> full(size_t(n_kv) * b.size()), sliding(full.size());
+  cache->fill_mask(b, all, full.data());
+  cache->fill_sliding_mask(b, all, kWindow, sliding.data());
+  // The cell of each (sequence, position): sequence 0 at positions 0..5 in
+  // cells 0..5 and 6 where its decode row went; sequence 1 where placed.
+  auto seq_pos = [&](int cell, SeqId& seq, int& pos) {
+    for (size_t r = 0; r < b.size(); ++r) {
+      if (placement->cells[r] == cell) {
+        seq = b.rows[r].seq;
+        pos = b.rows[r].pos;
+        return true;
+      }
+    }
+    if (cell < 6) {
+      seq = 0;
+      pos = cell;
+      return true;
+    }
+    return false;
+  };
+  for (size_t r = 0; r < b.size(); ++r) {
+    const BatchRow& row = b.rows[r];
+    for (int cell = 0; cell < n_kv; ++cell) {
+      SeqId seq = -1;
+      int pos = -1;
+      const bool held = seq_pos(cell, seq, pos);
+      const bool causal = held && seq == row.seq && pos <= row.pos;
+      const bool windowed = causal && row.pos - pos < kWindow;
+      const size_t i = r * size_t(n_kv) + size_t(cell);
+      EXPECT_EQ(ggml_fp16_to_fp32(full[i]) == 0.0f, causal) << "row " << r << " cell " << cell;
+      EXPECT_EQ(ggml_fp16_to_fp32(sliding[i]) == 0.0f, windowed) << "row " << r << " cell " << cell;
+    }
+  }
+}
+
 // Rows attend over windows of cells around their own sequences, so a long
 // sequence that is not in the batch (a cached prefix) costs them nothing.
 TEST(KvCache, WindowsLeaveOutCellsOfOtherSequences) {

@@ -41,6 +41,12 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
   spec.n_ctx = m.at("ctx");
   spec.seed = m.at("seed");
   spec.tied_output = m.value("tied", false);
+  spec.head_dim = m.value("head_dim", 0);
+  spec.rope_freq_base = m.value("rope_base", spec.rope_freq_base);
+  if (spec.arch == "gemma3") {
+    spec.sliding_window = m.at("sliding_window");
+    spec.sliding_window_pattern = m.at("sliding_window_pattern");
+  }
   // Prompts longer than this are read in chunks of it, as the server reads them.
   const int chunk = golden.value("prefill_chunk", 0);
   auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1);
@@ -64,7 +70,7 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
 // Without goldens for this CPU's kind the suite above has no cases; this
 // says so instead of passing.
 TEST(Goldens, RecordedForThisCpuKind) {
-  EXPECT_GE(golden_files().size(), 9u)  // llama, qwen3 and qwen35 in F16, Q8_0, Q4_0
+  EXPECT_GE(golden_files().size(), 15u)  // llama, qwen3, qwen35, gemma3 and minicpm in F16, Q8_0, Q4_0
       << "no parity goldens for " << testing::goldens_cpu_kind() << " CPUs in " << testing::goldens_dir()
       << ": record them with scripts/make-goldens.sh on such a CPU";
 }

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -44,6 +45,33 @@ TEST(ModelLoad, Qwen3UsesNeoxRopeAndHeadNorms) {
   EXPECT_EQ((*model)->config().rope.mode, GGML_ROPE_TYPE_NEOX);
   EXPECT_TRUE((*model)->config().qk_norm);
   EXPECT_NE((*model)->weights().layers[0].q_norm, nullptr);
+}
+
+TEST(ModelLoad, Gemma3ReadsItsLocalAndGlobalLayers) {
+  auto model = Model::load(testing::test_model_path(testing::tiny_gemma3_spec("llama-bpe", "f16")));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.rope.mode, GGML_ROPE_TYPE_NEOX);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.sliding, (std::vector<bool>{true, true, false}));  // every 3rd layer global
+  EXPECT_FLOAT_EQ(c.rope.freq_base, 1000000.0f);
+  EXPECT_FLOAT_EQ(c.rope_local.freq_base, 10000.0f);
+  EXPECT_FLOAT_EQ(c.embd_scale, std::sqrt(128.0f));
+  EXPECT_FLOAT_EQ(c.kq_scale, 1.0f / 8.0f);  // 1 / sqrt(head_dim 64)
+  EXPECT_EQ(c.logit_softcap, 0.0f);
+  EXPECT_EQ(c.n_embd_q(), 256);  // heads wider than the embedding
+  EXPECT_NE((*model)->weights().layers[0].attn_post_norm, nullptr);
+  EXPECT_NE((*model)->weights().layers[0].ffn_post_norm, nullptr);
+}
+
+TEST(ModelLoad, MiniCpmReadsItsScalings) {
+  auto model = Model::load(tiny("minicpm"));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.rope.mode, GGML_ROPE_TYPE_NORMAL);
+  EXPECT_FLOAT_EQ(c.embd_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 1.4f / std::sqrt(2.0f));
+  EXPECT_FLOAT_EQ(c.logit_scale, 64.0f / 128.0f);  // logits / (n_embd / dim_model_base)
 }
 
 TEST(ModelLoad, TiedOutputReusesTheEmbedding) {
@@ -135,7 +163,8 @@ TEST(ModelLoadErrors, UnknownArchitectureIsNamed) {
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.error().message.find("unsupported architecture 'mamba9'"), std::string::npos)
       << model.error().message;
-  EXPECT_NE(model.error().message.find("llama, qwen2, qwen3"), std::string::npos) << model.error().message;
+  EXPECT_NE(model.error().message.find("llama, qwen2, qwen3, qwen35, gemma3, minicpm"), std::string::npos)
+      << model.error().message;
 }
 
 TEST(ModelLoadErrors, MissingKeyIsNamed) {

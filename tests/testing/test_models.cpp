@@ -54,6 +54,17 @@ TestModelSpec tiny_qwen35_spec(const std::string& vocab, const std::string& type
   return spec;
 }
 
+TestModelSpec tiny_gemma3_spec(const std::string& vocab, const std::string& type) {
+  TestModelSpec spec = tiny_spec("gemma3", vocab, type);
+  spec.n_layer = 3;
+  spec.n_head_kv = 1;
+  spec.head_dim = 64;
+  spec.sliding_window = 8;
+  spec.sliding_window_pattern = 3;
+  spec.rope_freq_base = 1000000.0f;
+  return spec;
+}
+
 std::string scratch_dir() {
   static const std::string dir = [] {
     auto path = std::filesystem::path(GRAFT_TEST_SCRATCH_DIR) / std::to_string(::getpid());
@@ -72,15 +83,21 @@ std::string test_models_dir() {
 std::string test_model_path(const TestModelSpec& spec) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  std::string key =
-      fmt::format("{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}{}", spec.arch,
-                  std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd, spec.n_layer,
-                  spec.n_head, spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type, spec.tied_output,
-                  spec.seed, spec.rope_scaling, std::hash<std::string>{}(spec.chat_template), spec.n_ctx,
-                  spec.arch == "qwen35"
-                      ? fmt::format("-{}-{}-{}-{}-{}-{}", spec.full_attention_interval, spec.ssm_conv_kernel,
-                                    spec.ssm_head_dim, spec.ssm_k_heads, spec.ssm_v_heads, spec.rope_dims)
-                      : std::string());
+  std::string key = fmt::format(
+      "{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}{}{}{}", spec.arch,
+      std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd, spec.n_layer, spec.n_head,
+      spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type, spec.tied_output, spec.seed, spec.rope_scaling,
+      std::hash<std::string>{}(spec.chat_template), spec.n_ctx,
+      spec.arch == "qwen35"
+          ? fmt::format("-{}-{}-{}-{}-{}-{}", spec.full_attention_interval, spec.ssm_conv_kernel,
+                        spec.ssm_head_dim, spec.ssm_k_heads, spec.ssm_v_heads, spec.rope_dims)
+          : std::string(),
+      spec.arch == "gemma3"
+          ? fmt::format("-{}-{}-{}-{}-{}", spec.sliding_window, spec.sliding_window_pattern,
+                        spec.rope_freq_base, spec.rope_freq_base_local, spec.final_logit_softcap)
+          : std::string(),
+      spec.arch == "minicpm" ? fmt::format("-{}-{}-{}", spec.scale_emb, spec.scale_depth, spec.dim_model_base)
+                             : std::string());
   std::string path = test_models_dir() + "/" + key + ".gguf";
   if (!std::filesystem::exists(path)) {
     Status status = write_test_model(spec, path);

@@ -20,6 +20,12 @@ TestModelSpec tiny_spec(const std::string& arch = "llama", const std::string& vo
 // 128 wide, tied output, with the given vocab.
 TestModelSpec tiny_qwen35_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
 
+// A small Gemma 3 spec: 3 layers (two local, sliding over 8 positions, then
+// a global one), heads 64 wide (4 query heads, 1 key/value head: wider than
+// the embedding, as Gemma's are), with the given vocab. Its own output
+// matrix: a random tied one makes every continuation repeat its last token.
+TestModelSpec tiny_gemma3_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
+
 // Writes the model once per ctest run into a folder shared by all tests
 // (atomically, so parallel tests are safe) and returns its path. The file
 // name encodes the spec.
