@@ -9,7 +9,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { GRAFT_BIN, WORK_DIR, startServer, testModel, getJson, postRaw } from './graft.mjs';
 
@@ -22,7 +22,7 @@ const GUARD_LOG = path.join(ROOT, 'network.log');
 process.env.XDG_DATA_HOME = XDG;
 process.env.HF_HOME = path.join(ROOT, 'hf-home');
 
-const PI_CLI = path.join(path.dirname(createRequire(import.meta.url).resolve('@mariozechner/pi-coding-agent')), 'cli.js');
+const PI_CLI = path.join(path.dirname(fileURLToPath(import.meta.resolve('@mariozechner/pi-coding-agent'))), 'cli.js');
 const GUARD = new URL('./network_guard.mjs', import.meta.url).href;
 
 function graft(args, env = {}) {
@@ -94,7 +94,10 @@ describe('Pi with graft', () => {
     rmSync(ROOT, { recursive: true, force: true });
     mkdirSync(STORE, { recursive: true });
     mkdirSync(WORKSPACE, { recursive: true });
-    mkdirSync(HOME, { recursive: true });
+    // Pi compacts a conversation that nears the context (minus 16k tokens it keeps for the
+    // reply): with the test model's 4k context it would, after every answer.
+    mkdirSync(path.join(HOME, '.pi', 'agent'), { recursive: true });
+    writeFileSync(path.join(HOME, '.pi', 'agent', 'settings.json'), JSON.stringify({ compaction: { enabled: false } }));
     for (const [id, seed] of [['a', '1'], ['b', '2']]) {
       execFileSync(GRAFT_BIN, ['make-test-adapter', '--base', testModel(), '--peft', path.join(STORE, id),
         '--rank', '4', '--seed', seed, '--strength', '1'], { stdio: 'pipe' });
