@@ -59,7 +59,7 @@ function runPi(env = {}, args = ['--provider', 'graft', '--model', 'tiny']) {
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
     child.stderr.on('data', (d) => { out += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120000); // a bound for a loaded machine; a run takes seconds
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve(out);
