@@ -154,6 +154,7 @@ TEST_F(SelectionRoutes, BadSelectionsAre400sAndWriteNothing) {
 }
 
 TEST_F(SelectionRoutes, AFileThatIsNotASelectionIsAnErrorThatNamesIt) {
+  fs::create_directories(file().parent_path());
   ASSERT_TRUE(write_file_atomic(file(), R"({"adapter": 3})").ok());
   HttpReply got = call("GET", "/v1/adapters/selection");
   EXPECT_EQ(got.status, 500) << got.body;
@@ -165,7 +166,7 @@ TEST_F(SelectionRoutes, EachAdapterCountsTheRequestsThatUsedIt) {
   complete({{"adapter", "a+b"}});
   complete({{"adapter", "a@0.5+b"}});
   complete({{"adapter", "none"}});
-  complete({});  // the default: the base model
+  complete(json::object());  // the default: the base model
 
   const json loaded = json::parse(call("GET", "/v1/adapters").body);
   std::map<std::string, int> by_id;
