@@ -1,14 +1,17 @@
-// `graft adapters list | show | stamp`: the adapters on disk (the "available"
-// state), their compatibility with a model, and writing graft_adapter.json.
+// `graft adapters list | show | stamp | use`: the adapters on disk (the
+// "available" state), their compatibility with a model, writing
+// graft_adapter.json, and the selection graft's clients share.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "adapters/base_model.h"
 #include "adapters/metadata.h"
+#include "adapters/shared_selection.h"
 #include "adapters/store.h"
 #include "adapters/targets.h"
 #include "cli/commands.h"
+#include "cli/http_client.h"
 
 namespace graft::cli {
 
@@ -191,6 +194,56 @@ void stamp(const StoreOptions& o, const StampOptions& s) {
               a.metadata_path.c_str());
 }
 
+struct UseOptions {
+  std::string spec;
+  bool clear = false;
+  std::string url = "http://127.0.0.1:8080";
+  std::string api_key;
+};
+
+// Through the running server when one answers (it checks the spec against what
+// it has loaded and its store, and writes the file); else against the store here.
+void use(const StoreOptions& o, const UseOptions& u) {
+  if (u.clear == !u.spec.empty()) fail("give an adapter id, a spec such as a+b, none, or --clear");
+  std::optional<AdapterSelection> selection;
+  if (!u.clear) {
+    auto parsed = parse_adapter_spec(u.spec);
+    if (!parsed) fail(parsed.error().message);
+    selection = std::move(parsed).value();
+  }
+  auto client = HttpClient::connect_to(u.url, u.api_key);
+  if (!client) fail(client.error().message);
+  const nlohmann::json body = {{"adapter", selection ? nlohmann::json(selection->to_string()) : nullptr}};
+  auto reply = client->request("PUT", "/v1/adapters/selection", body.dump());
+  if (reply) {
+    if (reply->status != 200) fail(error_message(*reply));
+    if (selection) {
+      std::printf("graft's clients now use %s (saved by the server at %s)\n", selection->to_string().c_str(),
+                  u.url.c_str());
+    } else {
+      std::printf("cleared the shared selection (at the server at %s)\n", u.url.c_str());
+    }
+    return;
+  }
+  if (reply.error().code != "unreachable") fail(reply.error().message);
+  const fs::path path = shared_selection_path();
+  if (!selection) {
+    if (Status cleared = clear_shared_selection(path); !cleared) fail(cleared.error().message);
+    std::printf("cleared the shared selection (%s)\n", path.c_str());
+    return;
+  }
+  // No server: each adapter must be in the store and readable (and made for --model, given one).
+  const std::optional<BaseModel> base = open_model(o.model);
+  if (Status usable = check_selectable(*selection, open_store(o), base ? &*base : nullptr); !usable) {
+    fail(usable.error().message);
+  }
+  auto written = write_shared_selection(path, *selection);
+  if (!written) fail(written.error().message);
+  std::printf(
+      "graft's clients now use %s (no server at %s: checked against the adapter store; saved in %s)\n",
+      selection->to_string().c_str(), u.url.c_str(), path.c_str());
+}
+
 void add_store_options(CLI::App* cmd, StoreOptions& o) {
   cmd->add_option("--adapter-dir", o.adapter_dirs,
                   "Another folder of adapters (repeatable), searched after the user's store");
@@ -199,7 +252,8 @@ void add_store_options(CLI::App* cmd, StoreOptions& o) {
 }  // namespace
 
 void add_adapters_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("adapters", "List, inspect and stamp the LoRA adapters on disk");
+  auto* cmd = app.add_subcommand(
+      "adapters", "List, inspect and stamp the LoRA adapters on disk; choose one for graft's clients");
   cmd->require_subcommand(1);
   cmd->footer(fmt::format("The user's store is {} ($XDG_DATA_HOME/graft/adapters).",
                           AdapterStore::user_store().string()));
@@ -231,6 +285,25 @@ void add_adapters_command(CLI::App& app) {
   stamp_cmd->add_option("--notes", stamp_s->notes, "Free-form notes");
   add_store_options(stamp_cmd, *stamp_o);
   stamp_cmd->callback([stamp_o, stamp_s] { stamp(*stamp_o, *stamp_s); });
+
+  auto use_o = std::make_shared<StoreOptions>();
+  auto use_u = std::make_shared<UseOptions>();
+  auto* use_cmd = cmd->add_subcommand(
+      "use", "Choose the adapter graft's clients use (the Pi extension, the web page's \"use everywhere\")");
+  use_cmd->add_option("spec", use_u->spec,
+                      "An adapter id, a stack such as a+b or a@0.5+b, or none (the base model)");
+  use_cmd->add_flag("--clear", use_u->clear, "Remove the shared selection: clients send requests unchanged");
+  use_cmd->add_option("--url", use_u->url, "The running server that checks and saves it")
+      ->capture_default_str()
+      ->envname("GRAFT_URL");
+  use_cmd->add_option("--api-key", use_u->api_key, "The server's API key")->envname("GRAFT_API_KEY");
+  add_store_options(use_cmd, *use_o);
+  use_cmd->add_option("--model", use_o->model, "Without a server: the GGUF model the adapters must fit");
+  use_cmd->footer(
+      fmt::format("With no server at --url, the adapters are checked against the store and the "
+                  "choice is saved in {}.",
+                  shared_selection_path().string()));
+  use_cmd->callback([use_o, use_u] { use(*use_o, *use_u); });
 }
 
 }  // namespace graft::cli

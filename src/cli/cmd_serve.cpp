@@ -14,6 +14,7 @@
 #include "server/routes_fit.h"
 #include "server/routes_jobs.h"
 #include "server/routes_metrics.h"
+#include "server/routes_selection.h"
 #include "server/server.h"
 #include "util/log.h"
 #include "util/priority.h"
@@ -207,6 +208,9 @@ void serve(ServeArgs args) {
   server_options.api_key = args.api_key;
   auto server = std::make_unique<server::Server>(*served, server_options);
   adapter_service->install(*server);
+  auto selection_service =
+      std::make_unique<server::SelectionService>(*adapter_service, shared_selection_path());
+  selection_service->install(*server);
   training_service->install(*server);
   server::install_metrics(*server);
   auto fit_service = std::make_unique<server::FitService>(args.model, settings, memory);
@@ -243,6 +247,7 @@ void serve(ServeArgs args) {
   server->stop();
   training_service.reset();  // running training jobs pause, and resume at the next start
   fit_service.reset();
+  selection_service.reset();
   adapter_service.reset();  // after the HTTP side stopped, while the engine still runs
   served.reset();           // the engine ends what is left before the HTTP side goes
   server.reset();

@@ -22,5 +22,6 @@ void add_train_command(CLI::App& app);
 // job runner reads (CLI11 then prints its own message and exit status).
 void report_train_usage_error(const CLI::App& app, const CLI::ParseError& e);
 void add_jobs_command(CLI::App& app);
+void add_pi_command(CLI::App& app);
 
 }  // namespace graft::cli

@@ -28,7 +28,7 @@ Status open(Connection& c, const std::string& host, const std::string& port, con
   tcp::resolver resolver(c.ioc);
   auto endpoints = resolver.resolve(host, port, ec);
   if (!ec) c.stream.connect(endpoints, ec);
-  if (ec) return errorf("unavailable", "cannot reach graft serve at {}: {}", url, ec.message());
+  if (ec) return errorf("unreachable", "cannot reach graft serve at {}: {}", url, ec.message());
   return {};
 }
 
@@ -39,7 +39,7 @@ http::request<http::string_body> make_request(http::verb verb, const std::string
   req.set(http::field::host, host);
   req.set(http::field::user_agent, "graft");
   if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
-  if (verb == http::verb::post) {
+  if (verb == http::verb::post || verb == http::verb::put) {
     req.set(http::field::content_type, "application/json");
     req.body() = body;
   }

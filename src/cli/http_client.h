@@ -1,5 +1,6 @@
 // A small blocking HTTP/1.1 client for the commands that talk to a running
-// `graft serve` (graft jobs): whole requests, and server-sent event streams.
+// `graft serve` (graft jobs, adapters use, pi install): whole requests, and
+// server-sent event streams.
 #pragma once
 
 #include <functional>
@@ -18,6 +19,8 @@ class HttpClient {
  public:
   // url: "http://host:port" (a trailing path is a prefix of every target).
   static Result<HttpClient> connect_to(const std::string& url, std::string api_key);
+
+  // Errors: "unreachable" when no server answers the connection, "unavailable" when the exchange breaks.
 
   Result<HttpReply> request(const std::string& method, const std::string& target,
                             const std::string& body = "");

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   graft::cli::add_pull_command(app);
   graft::cli::add_train_command(app);
   graft::cli::add_jobs_command(app);
+  graft::cli::add_pi_command(app);
 
   try {
     app.parse(argc, argv);

@@ -141,7 +141,7 @@ void Router::dispatch(HttpRequest& request, std::shared_ptr<Exchange> exchange) 
     response.status = 204;
     response.content_type.clear();
     response.headers = {
-        {"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+        {"Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS"},
         {"Access-Control-Allow-Headers",
          "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta, OpenAI-Organization, "
          "OpenAI-Project, X-Stainless-Lang, X-Stainless-Arch"},

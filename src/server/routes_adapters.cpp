@@ -15,7 +15,7 @@ namespace graft::server {
 
 namespace {
 
-json loaded_json(const LoadedAdapter& a, const AdapterSelection& default_selection) {
+json loaded_json(const LoadedAdapter& a, const AdapterSelection& default_selection, uint64_t requests) {
   bool is_default = false;
   for (const AdapterChoice& c : default_selection.stack) is_default = is_default || c.id == a.id;
   return json{{"id", a.id},
@@ -30,6 +30,7 @@ json loaded_json(const LoadedAdapter& a, const AdapterSelection& default_selecti
               {"targets", a.targets},
               {"in_use", a.users},
               {"default", is_default},
+              {"requests", requests},
               {"load_ms", a.read_ms + a.mount_ms}};
 }
 
@@ -79,10 +80,22 @@ struct AdapterService::Counters {
     uint64_t loads = 0, unloads = 0, requests = 0;
   };
   std::map<std::string, PerAdapter> by_id;
+  uint64_t base_requests = 0;  // requests that used no adapter ("none")
   template <typename F>
   void add(const std::string& id, F field) {
     std::lock_guard lock(mutex);
     field(by_id[id])++;
+  }
+  // One request's selection: each adapter of a stack counts it; none counts as the base model's.
+  void count_request(const AdapterSelection& selection) {
+    std::lock_guard lock(mutex);
+    if (selection.none()) ++base_requests;
+    for (const AdapterChoice& c : selection.stack) ++by_id[c.id].requests;
+  }
+  uint64_t requests(const std::string& id) {
+    std::lock_guard lock(mutex);
+    const auto it = by_id.find(id);
+    return it == by_id.end() ? 0 : it->second.requests;
   }
 };
 
@@ -201,7 +214,9 @@ void AdapterService::install(Server& server) {
 void AdapterService::list_loaded(const std::shared_ptr<Exchange>& exchange) const {
   const AdapterSelection selection = mounted_->default_selection();
   json data = json::array();
-  for (const LoadedAdapter& a : mounted_->list()) data.push_back(loaded_json(a, selection));
+  for (const LoadedAdapter& a : mounted_->list()) {
+    data.push_back(loaded_json(a, selection, counters_->requests(a.id)));
+  }
   exchange->send_json(200, json{{"object", "list"}, {"data", data}, {"default", selection.to_string()}});
 }
 
@@ -267,7 +282,8 @@ void AdapterService::load_on_worker(const std::string& id, const std::string& pa
   if (!loaded) return exchange.send_error(api_error(loaded.error(), param));
   counters_->add(
       loaded->id, [](auto& a) -> auto& { return a.loads; });
-  exchange.send_json(200, loaded_json(*loaded, mounted_->default_selection()));
+  exchange.send_json(200,
+                     loaded_json(*loaded, mounted_->default_selection(), counters_->requests(loaded->id)));
 }
 
 void AdapterService::unload(const std::string& id, Exchange& exchange) {
@@ -291,10 +307,7 @@ std::optional<ApiError> AdapterService::select(const RequestJson& body, Generati
   auto lease = mounted_->select(spec ? std::optional<std::string_view>(*spec) : std::nullopt);
   if (!lease) return explain_selection_error(spec.value_or(""), lease.error());
   request.adapters = lease->route();
-  for (const AdapterChoice& c : lease->selection().stack) {
-    counters_->add(
-        c.id, [](auto& a) -> auto& { return a.requests; });
-  }
+  counters_->count_request(lease->selection());
   if (!request.adapters.empty())
     request.keep_alive = std::make_shared<AdapterLease>(std::move(lease).value());
   return std::nullopt;
@@ -308,8 +321,19 @@ void AdapterService::report_health(json& body) const {
 void AdapterService::report_stats(json& body) const {
   const AdapterSelection selection = mounted_->default_selection();
   json loaded = json::array();
-  for (const LoadedAdapter& a : mounted_->list()) loaded.push_back(loaded_json(a, selection));
-  body["adapters"] = json{{"default", selection.to_string()}, {"loaded", loaded}};
+  for (const LoadedAdapter& a : mounted_->list()) {
+    loaded.push_back(loaded_json(a, selection, counters_->requests(a.id)));
+  }
+  // The requests that used each adapter (loaded now or not), and the base model ("none").
+  json requests = json::object();
+  {
+    std::lock_guard lock(counters_->mutex);
+    requests["none"] = counters_->base_requests;
+    for (const auto& [id, n] : counters_->by_id) {
+      if (n.requests > 0) requests[id] = n.requests;
+    }
+  }
+  body["adapters"] = json{{"default", selection.to_string()}, {"loaded", loaded}, {"requests", requests}};
 }
 
 void AdapterService::report_metrics(PromText& m) const {
