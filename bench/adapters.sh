@@ -53,8 +53,7 @@ mkdir -p "$OUT"
 read -r -a dtypes <<<"$DTYPES"
 [ "${dtypes[0]}" = f16 ] || { echo "DTYPES must start with f16 (got '$DTYPES')" >&2; exit 1; }
 
-echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, $STREAMS streams x $TOKENS tokens," \
-  "rank $RANK, dtypes: $DTYPES, rounds: $ROUNDS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
 echo "graft: $(git -C "$ROOT" rev-parse --short HEAD), GRAFT_ARGS: '${GRAFT_ARGS:-}';" \
   "llama-server: $("$LLAMA_BIN/llama-server" --version 2>&1 | grep -m1 version || echo '?')"
 
@@ -74,6 +73,8 @@ for dtype in "${dtypes[@]}"; do
         --alpha $((2 * RANK)) --seed "${id#a}" --dtype "$dtype" >/dev/null
   done
 done
+echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, $STREAMS streams x $TOKENS tokens," \
+  "rank $RANK, dtypes: ${dtypes[*]}, rounds: $ROUNDS, cases: $CASES, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 IDS=$(IFS=,; echo "${ids[@]:0:$STREAMS}" | tr ' ' ,)
 ROTATE_IDS=$(IFS=,; echo "${rotate_ids[*]}")
 

@@ -367,7 +367,9 @@ std::optional<ApiError> AdapterService::requested(const RequestJson& body, Reque
     if (!found) {
       return unknown(model == c.id ? "" : fmt::format(" (no adapter '{}' is loaded or in the store)", c.id));
     }
-    return explain_selection_error(model, found.error(), "model");  // in the store: says how to load it
+    // In the store: says how to load it (or why it cannot be).
+    return explain_selection_error(
+        model, make_error("invalid_argument", "adapter '" + c.id + "' is not loaded"), "model");
   }
   if (adapter) {
     auto other = parse_adapter_spec(*adapter);
