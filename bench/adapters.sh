@@ -21,10 +21,19 @@
 # p95 are over every request of every round.
 # Targets (issue 7): graft's different F16 adapters >= 0.8x its base, and above
 # llama-server's different adapters; loading an F16 adapter < 100 ms.
+# Auto-loading (issue 16), graft only: STREAMS streams, each making PER_STREAM
+# requests one after the other, rotating over ROTATE_ADAPTERS F16 adapters
+# named as the request's "model": once with every adapter resident (loaded
+# first, no limit) and once with --auto-load-adapters --max-loaded-adapters
+# ROTATE_MAX (requests load what they name; idle adapters make room). Every
+# request must succeed; reports tok/s, TTFT, loads, unloads and the most
+# adapters loaded at once.
 # Env: GRAFT, LLAMA_BIN, MODEL, THREADS (see bench/common.sh), STREAMS
 # (default 8), TOKENS (per stream, default 64), ROUNDS (default 2), RANK
 # (default 16), DTYPES (graft's adapter dtypes, default "f16 f32 bf16"; f16
-# first), GRAFT_ARGS (more options for graft serve), OUT (result folder).
+# first), GRAFT_ARGS (more options for graft serve), OUT (result folder),
+# CASES ("compare autoload" by default; "autoload" runs only the auto-loading
+# case), ROTATE_ADAPTERS (12), ROTATE_MAX (4), PER_STREAM (3).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -33,6 +42,10 @@ TOKENS=${TOKENS:-64}
 ROUNDS=${ROUNDS:-2}
 RANK=${RANK:-16}
 DTYPES=${DTYPES:-f16 f32 bf16}
+CASES=${CASES:-compare autoload}
+ROTATE_ADAPTERS=${ROTATE_ADAPTERS:-12}
+ROTATE_MAX=${ROTATE_MAX:-4}
+PER_STREAM=${PER_STREAM:-3}
 CTX=${CTX:-512}
 PORT=${PORT:-18241}
 OUT=${OUT:-$(mktemp -d /tmp/graft-adapters-bench.XXXXXX)}
@@ -40,8 +53,7 @@ mkdir -p "$OUT"
 read -r -a dtypes <<<"$DTYPES"
 [ "${dtypes[0]}" = f16 ] || { echo "DTYPES must start with f16 (got '$DTYPES')" >&2; exit 1; }
 
-echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, $STREAMS streams x $TOKENS tokens," \
-  "rank $RANK, dtypes: $DTYPES, rounds: $ROUNDS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
 echo "graft: $(git -C "$ROOT" rev-parse --short HEAD), GRAFT_ARGS: '${GRAFT_ARGS:-}';" \
   "llama-server: $("$LLAMA_BIN/llama-server" --version 2>&1 | grep -m1 version || echo '?')"
 
@@ -49,6 +61,10 @@ echo "graft: $(git -C "$ROOT" rev-parse --short HEAD), GRAFT_ARGS: '${GRAFT_ARGS
 # seed (so the dtypes differ only in storage), in one folder per dtype.
 ids=()
 for i in $(seq 1 "$STREAMS"); do ids+=("a$i"); done
+rotate_ids=()
+for i in $(seq 1 "$ROTATE_ADAPTERS"); do rotate_ids+=("a$i"); done
+case " $CASES " in *" autoload "*) [ "$ROTATE_ADAPTERS" -gt "$STREAMS" ] && ids=("${rotate_ids[@]}") ;; esac
+case " $CASES " in *" compare "*) ;; *) dtypes=(f16) ;; esac  # the auto-loading case uses F16 adapters only
 for dtype in "${dtypes[@]}"; do
   mkdir -p "$OUT/adapters-$dtype"
   for id in "${ids[@]}"; do
@@ -57,7 +73,10 @@ for dtype in "${dtypes[@]}"; do
         --alpha $((2 * RANK)) --seed "${id#a}" --dtype "$dtype" >/dev/null
   done
 done
-IDS=$(IFS=,; echo "${ids[*]}")
+echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, $STREAMS streams x $TOKENS tokens," \
+  "rank $RANK, dtypes: ${dtypes[*]}, rounds: $ROUNDS, cases: $CASES, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+IDS=$(IFS=,; echo "${ids[@]:0:$STREAMS}" | tr ' ' ,)
+ROTATE_IDS=$(IFS=,; echo "${rotate_ids[*]}")
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 client() {  # SERVER MODE ROUND [more options]
@@ -114,8 +133,34 @@ run_llama() {
   stop_server
 }
 
+# Auto-loading: the rotation with every adapter resident, then with
+# --auto-load-adapters --max-loaded-adapters ROTATE_MAX.
+run_autoload() {
+  local round=$1 setup
+  for setup in resident limited; do
+    echo "  round $round: graft, rotating over $ROTATE_ADAPTERS adapters, $setup" >&2
+    local extra=(--auto-load-adapters)
+    [ "$setup" = limited ] && extra+=(--max-loaded-adapters "$ROTATE_MAX")
+    # shellcheck disable=SC2086  # GRAFT_ARGS is a list of options
+    "$GRAFT" serve "$MODEL" --port "$PORT" --threads "$THREADS" --ctx "$CTX" --parallel "$STREAMS" \
+      --alias bench --adapter-dir "$OUT/adapters-f16" "${extra[@]}" ${GRAFT_ARGS:-} \
+      >"$OUT/graft-rotate-$setup.$round.log" 2>&1 &
+    SERVER_PID=$!
+    wait_ready "$OUT/graft-rotate-$setup.$round.log"
+    if [ "$setup" = resident ]; then client graft load "$round" --adapters "$ROTATE_IDS" >/dev/null; fi
+    client graft rotate "$round" --adapters "$ROTATE_IDS" --per-stream "$PER_STREAM" \
+      >"$OUT/graft-rotate-$setup.$round.json"
+    stop_server
+  done
+}
+
 for round in $(seq 1 "$ROUNDS"); do
-  if [ $((round % 2)) -eq 1 ]; then run_graft "$round"; run_llama "$round"; else run_llama "$round"; run_graft "$round"; fi
+  case " $CASES " in *" compare "*)
+    if [ $((round % 2)) -eq 1 ]; then run_graft "$round"; run_llama "$round"; else run_llama "$round"; run_graft "$round"; fi ;;
+  esac
+  case " $CASES " in *" autoload "*) run_autoload "$round" ;; esac
 done
 
-OUT="$OUT" RANK="$RANK" STREAMS="$STREAMS" TOKENS="$TOKENS" DTYPES="$DTYPES" node bench/adapters_report.mjs
+export OUT RANK STREAMS TOKENS DTYPES ROTATE_ADAPTERS ROTATE_MAX PER_STREAM
+case " $CASES " in *" compare "*) node bench/adapters_report.mjs ;; esac
+case " $CASES " in *" autoload "*) node bench/adapters_autoload_report.mjs ;; esac

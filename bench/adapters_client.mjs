@@ -11,6 +11,12 @@
 //   base       STREAMS concurrent streamed completions with no adapter
 //   shared     the same, every stream on the first adapter
 //   different  the same, stream i on adapter i
+//   rotate     graft only: STREAMS streams, each making --per-stream requests
+//              one after the other, request j of stream i on adapter
+//              (i + j * STREAMS) mod N of the N --adapters, named as the
+//              request's "model" (for --auto-load-adapters); also polls
+//              /v1/adapters and reports the most adapters loaded at once and
+//              /stats' load counts. Every request must succeed.
 // A load mode prints {tps, ttft_ms: [...], tokens}: aggregate completion
 // tokens per second over the wall time of the STREAMS requests, and each
 // request's time to first token. One warm-up request in the same mode runs
@@ -39,6 +45,7 @@ const streams = Number(args.streams ?? 8);
 const tokens = Number(args.tokens ?? 64);
 const round = Number(args.round ?? 1);
 const adapters = (args.adapters ?? '').split(',').filter((a) => a);
+const perStream = Number(args['per-stream'] ?? 3);
 if (server !== 'graft' && server !== 'llama') throw new Error(`--server graft|llama, not ${server}`);
 
 const WORDS = ('the of and to in is was for on that with as by at from his her they this be are an or not had ' +
@@ -60,9 +67,9 @@ function generator(seed) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-const MODES = ['base', 'shared', 'different'];
-function prompt(stream, warmup) {
-  const n = 100000 * (MODES.indexOf(mode) + 1) + 1000 * round + (warmup ? 999 : stream);
+const MODES = ['base', 'shared', 'different', 'rotate'];
+function prompt(stream, warmup, k = 0) {
+  const n = 100000 * (MODES.indexOf(mode) + 1) + 1000 * round + (warmup ? 999 : stream) + 10000 * k;
   const rand = generator(n);
   const words = Array.from({ length: 16 }, () => WORDS[Math.floor(rand() * WORDS.length)]);
   return `Note ${n}: ${words.join(' ')}`;
@@ -75,19 +82,23 @@ function adapterOf(stream) {
   return mode === 'shared' ? 0 : stream % adapters.length;
 }
 
-function body(stream, warmup) {
-  const b = { model: 'bench', prompt: prompt(stream, warmup), max_tokens: warmup ? 4 : tokens, temperature: 0,
+function body(stream, warmup, k = 0) {
+  const b = { model: 'bench', prompt: prompt(stream, warmup, k), max_tokens: warmup ? 4 : tokens, temperature: 0,
               ignore_eos: true, stream: true, stream_options: { include_usage: true } };
-  const k = adapterOf(stream);
-  if (server === 'graft' && k !== null) b.adapter = adapters[k];
-  if (server === 'llama' && k !== null) b.lora = adapters.map((_, j) => ({ id: j, scale: j === k ? 1 : 0 }));
+  if (mode === 'rotate') {
+    b.model = adapters[(stream + k * streams) % adapters.length];
+    return JSON.stringify(b);
+  }
+  const a = adapterOf(stream);
+  if (server === 'graft' && a !== null) b.adapter = adapters[a];
+  if (server === 'llama' && a !== null) b.lora = adapters.map((_, j) => ({ id: j, scale: j === a ? 1 : 0 }));
   return JSON.stringify(b);
 }
 
-async function complete(stream, warmup = false) {
+async function complete(stream, warmup = false, k = 0) {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: body(stream, warmup) });
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: body(stream, warmup, k) });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const decoder = new TextDecoder();
   let buffer = '', first = null, usage = null;
@@ -136,6 +147,42 @@ async function run() {
   return { tps: total / seconds, ttft_ms: results.map((r) => r.ttft_ms), tokens: total };
 }
 
-const out = mode === 'load' ? await load() : MODES.includes(mode) ? await run() : null;
+async function stats() {
+  return (await (await fetch(`${url}/stats`)).json()).adapters;
+}
+
+async function rotate() {
+  if (server !== 'graft') throw new Error('--mode rotate is graft only');
+  if (adapters.length === 0) throw new Error('--mode rotate needs --adapters');
+  const before = await stats();
+  let polling = true, mostLoaded = 0;
+  const poll = (async () => {
+    while (polling) {
+      const loaded = (await (await fetch(`${url}/v1/adapters`)).json()).data.length;
+      mostLoaded = Math.max(mostLoaded, loaded);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  const t0 = performance.now();
+  const results = await Promise.all(Array.from({ length: streams }, async (_, i) => {
+    const out = [];
+    for (let k = 0; k < perStream; ++k) out.push(await complete(i, false, k));
+    return out;
+  }));
+  const seconds = (performance.now() - t0) / 1000;
+  polling = false;
+  await poll;
+  const after = await stats();
+  const flat = results.flat();
+  const total = flat.reduce((s, r) => s + r.tokens, 0);
+  if (total !== streams * perStream * tokens) throw new Error(`${total} tokens generated, ${streams * perStream * tokens} asked for`);
+  return { tps: total / seconds, ttft_ms: flat.map((r) => r.ttft_ms), tokens: total, requests: flat.length,
+           loads: after.auto_load.loads - before.auto_load.loads,
+           evictions: after.auto_load.evictions - before.auto_load.evictions,
+           most_loaded: mostLoaded, max_loaded: after.auto_load.max_loaded };
+}
+
+const out = mode === 'load' ? await load() : mode === 'rotate' ? await rotate()
+  : MODES.includes(mode) ? await run() : null;
 if (!out) throw new Error(`unknown --mode ${mode}`);
 console.log(JSON.stringify({ server, mode, round, ...out }));

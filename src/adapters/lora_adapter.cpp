@@ -10,7 +10,15 @@
 namespace graft {
 
 std::string_view format_name(AdapterFormat format) {
-  return format == AdapterFormat::peft ? "peft" : "gguf";
+  switch (format) {
+    case AdapterFormat::peft:
+      return "peft";
+    case AdapterFormat::gguf:
+      return "gguf";
+    case AdapterFormat::mlx:
+      return "mlx";
+  }
+  return "unknown";
 }
 
 float LoraScaling::scale_for(int pair_rank) const {

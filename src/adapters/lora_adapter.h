@@ -17,8 +17,8 @@ namespace graft {
 
 namespace fs = std::filesystem;
 
-enum class AdapterFormat { peft, gguf };
-std::string_view format_name(AdapterFormat format);  // "peft" or "gguf"
+enum class AdapterFormat { peft, gguf, mlx };
+std::string_view format_name(AdapterFormat format);  // "peft", "gguf" or "mlx"
 
 // How a pair's delta is scaled: alpha / rank, or alpha / sqrt(rank) with
 // rsLoRA; alpha 0 means a scale of 1 (the GGUF convention).
@@ -45,7 +45,7 @@ struct AdapterDescription {
   AdapterFormat format = AdapterFormat::peft;
   fs::path weights_path;     // adapter_model.safetensors or the .gguf
   std::string architecture;  // GGUF general.architecture; empty for PEFT
-  std::string base_model;    // PEFT base_model_name_or_path; may be empty
+  std::string base_model;    // PEFT base_model_name_or_path, mlx-lm "model"; may be empty
   LoraScaling scaling;
   std::vector<LoraModule> modules;  // sorted by layer, then target
   uint64_t size_bytes = 0;          // of the weight file

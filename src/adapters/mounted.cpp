@@ -1,5 +1,6 @@
 #include "adapters/mounted.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -18,13 +19,24 @@ struct detail::MountedState {
   std::mutex mutex;
   std::map<std::string, Entry, std::less<>> entries;
   AdapterSelection default_selection;
+  uint64_t clock = 0;        // ticks at each load, select and release (for last_used)
+  std::mutex on_idle_mutex;  // held while on_idle runs or changes
+  std::function<void()> on_idle;
 
   void release(const AdapterSelection& selection) {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (const AdapterChoice& c : selection.stack) {
-      auto it = entries.find(c.id);
-      if (it != entries.end() && it->second.info.users > 0) --it->second.info.users;
+    bool idle = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const AdapterChoice& c : selection.stack) {
+        auto it = entries.find(c.id);
+        if (it == entries.end() || it->second.info.users == 0) continue;
+        it->second.info.last_used = ++clock;
+        idle = --it->second.info.users == 0 || idle;
+      }
     }
+    if (!idle) return;
+    std::lock_guard<std::mutex> lock(on_idle_mutex);
+    if (on_idle) on_idle();
   }
 };
 
@@ -106,6 +118,7 @@ Result<LoadedAdapter> MountedAdapters::load(const AvailableAdapter& adapter, con
       info.read_ms + info.mount_ms, info.read_ms, info.mount_ms);
   std::lock_guard<std::mutex> lock(state_->mutex);
   State::Entry& entry = state_->entries[adapter.id];
+  info.last_used = ++state_->clock;
   entry.info = info;
   entry.phase = State::Phase::ready;
   return info;
@@ -150,6 +163,34 @@ std::vector<LoadedAdapter> MountedAdapters::list() const {
     if (entry.phase != State::Phase::loading) out.push_back(entry.info);
   }
   return out;
+}
+
+size_t MountedAdapters::size() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->entries.size();
+}
+
+std::optional<std::string> MountedAdapters::least_recently_used_idle(
+    const std::vector<std::string>& keep) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto kept = [&](const std::string& id) {
+    for (const AdapterChoice& c : state_->default_selection.stack) {
+      if (c.id == id) return true;
+    }
+    return std::find(keep.begin(), keep.end(), id) != keep.end();
+  };
+  const State::Entry* oldest = nullptr;
+  for (const auto& [id, entry] : state_->entries) {
+    if (entry.phase != State::Phase::ready || entry.info.users > 0 || kept(id)) continue;
+    if (!oldest || entry.info.last_used < oldest->info.last_used) oldest = &entry;
+  }
+  if (!oldest) return std::nullopt;
+  return oldest->info.id;
+}
+
+void MountedAdapters::set_on_idle(std::function<void()> on_idle) {
+  std::lock_guard<std::mutex> lock(state_->on_idle_mutex);
+  state_->on_idle = std::move(on_idle);
 }
 
 std::optional<LoadedAdapter> MountedAdapters::find(std::string_view id) const {
@@ -198,7 +239,12 @@ Result<AdapterLease> MountedAdapters::select(const AdapterSelection& selection) 
     lease.route_.scale[i] = c.scale;
   }
   lease.route_.n = int(selection.stack.size());
-  for (const AdapterChoice& c : selection.stack) ++state_->entries.find(c.id)->second.info.users;
+  const uint64_t now = ++state_->clock;
+  for (const AdapterChoice& c : selection.stack) {
+    LoadedAdapter& info = state_->entries.find(c.id)->second.info;
+    ++info.users;
+    info.last_used = now;
+  }
   lease.state_ = state_;
   lease.selection_ = selection;
   return lease;

@@ -9,6 +9,7 @@
 // while they run.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,7 @@ struct LoadedAdapter {
   LoraType type = LoraType::f16;     // what its matrices are kept and computed in
   int slot = -1;                     // the model's LoRA slot
   int users = 0;                     // leases holding it now
+  uint64_t last_used = 0;            // when it was last loaded, selected or released (a tick count)
   double read_ms = 0.0;              // reading and checking the files
   double mount_ms = 0.0;             // the mount callback (the engine's copy)
 };
@@ -88,6 +90,15 @@ class MountedAdapters {
   Status unload(std::string_view id, const UnmountFn& unmount);
 
   std::vector<LoadedAdapter> list() const;  // sorted by id
+  // Adapters loaded, being loaded or being unloaded: the slots they take.
+  size_t size() const;
+  // The least recently used adapter that no lease holds, that is not in the
+  // default selection and not in `keep`; nullopt when every one is in use.
+  std::optional<std::string> least_recently_used_idle(const std::vector<std::string>& keep = {}) const;
+  // Called (on the thread that releases the lease, with no lock held) each
+  // time an adapter's last lease goes; nullptr to stop. After it returns, the
+  // previous callback is not running and will not be called again.
+  void set_on_idle(std::function<void()> on_idle);
   std::optional<LoadedAdapter> find(std::string_view id) const;
 
   // The selection for requests that name none (--force-adapter). Every id

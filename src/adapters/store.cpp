@@ -4,6 +4,7 @@
 #include <set>
 
 #include "adapters/gguf_lora.h"
+#include "adapters/mlx.h"
 #include "adapters/peft.h"
 #include "io/gguf_file.h"
 #include "io/hf_cache.h"
@@ -56,7 +57,9 @@ Result<AvailableAdapter> inspect_folder(const fs::path& dir) {
   adapter.metadata_path = dir / kAdapterMetadataFile;
   std::error_code ec;
   const bool has_metadata = fs::exists(adapter.metadata_path, ec);
-  if (is_peft_folder(dir)) {
+  if (is_mlx_folder(dir)) {
+    describe_into(adapter, describe_mlx(dir));
+  } else if (is_peft_folder(dir)) {
     describe_into(adapter, describe_peft(dir));
   } else {
     std::vector<fs::path> ggufs;
@@ -65,9 +68,9 @@ Result<AvailableAdapter> inspect_folder(const fs::path& dir) {
     }
     if (ggufs.empty()) {
       if (!has_metadata)
-        return errorf("not_found", "{}: no adapter files (PEFT or GGUF LoRA) found", dir.string());
+        return errorf("not_found", "{}: no adapter files (PEFT, mlx-lm or GGUF LoRA) found", dir.string());
       adapter.problem =
-          dir.string() + ": graft_adapter.json is there but no adapter weights (PEFT or GGUF LoRA)";
+          dir.string() + ": graft_adapter.json is there but no adapter weights (PEFT, mlx-lm or GGUF LoRA)";
     } else if (ggufs.size() > 1) {
       adapter.problem =
           fmt::format("{}: holds {} GGUF files; keep one adapter per folder", dir.string(), ggufs.size());
@@ -96,7 +99,7 @@ Result<AvailableAdapter> inspect_gguf_file(const fs::path& file) {
 // A cached repo's snapshot that is an adapter (PEFT files, or one GGUF
 // LoRA), inspected, with the repo's id as its own.
 std::optional<AvailableAdapter> hub_adapter(const hf::Snapshot& s) {
-  if (!is_peft_folder(s.dir)) {
+  if (!is_peft_folder(s.dir) && !is_mlx_folder(s.dir)) {
     int loras = 0;
     for (const std::string& f : s.files) {
       if (fs::path(f).extension() != ".gguf") continue;
@@ -136,8 +139,8 @@ Result<AvailableAdapter> inspect_adapter(const fs::path& path) {
   if (fs::is_directory(path, ec)) return inspect_folder(path);
   if (fs::is_regular_file(path, ec)) {
     if (!has_extension(path, ".gguf")) {
-      return errorf("invalid_adapter", "{}: an adapter is a folder (PEFT or GGUF LoRA) or a .gguf file",
-                    path.string());
+      return errorf("invalid_adapter",
+                    "{}: an adapter is a folder (PEFT, mlx-lm or GGUF LoRA) or a .gguf file", path.string());
     }
     return inspect_gguf_file(path);
   }
@@ -162,6 +165,7 @@ Result<LoraAdapter> read_adapter_weights(const AvailableAdapter& adapter) {
   if (!adapter.readable()) return make_error("invalid_adapter", adapter.problem);
   const AdapterDescription& d = *adapter.description;
   if (d.format == AdapterFormat::peft) return read_peft(d.weights_path.parent_path());
+  if (d.format == AdapterFormat::mlx) return read_mlx(d.weights_path.parent_path());
   return read_gguf_lora(d.weights_path);
 }
 
@@ -172,7 +176,7 @@ Result<LoraWeights> read_mountable(const AvailableAdapter& adapter, const BaseMo
                   adapter.id, compat.reason);
   }
   GRAFT_TRY(LoraAdapter weights, read_adapter_weights(adapter));
-  if (adapter.description->format == AdapterFormat::peft) {
+  if (adapter.description->format != AdapterFormat::gguf) {  // PEFT and mlx-lm: Hugging Face's order
     reorder_value_heads(weights, base, HeadOrder::peft_to_gguf);
   }
   // The files may have changed since they were described: check what was read.

@@ -6,7 +6,7 @@
 // one GGUF LoRA is an adapter with the id "org--name".
 //
 // In a store folder, an adapter is either a sub-folder (its name is the id)
-// holding PEFT files or one GGUF LoRA file, plus optionally graft_adapter.json;
+// holding PEFT files, mlx-lm files or one GGUF LoRA file, plus optionally graft_adapter.json;
 // or a GGUF LoRA file "<id>.gguf" with optional "<id>.graft_adapter.json"
 // beside it. Hidden entries are skipped (temporary folders of atomic writes).
 #pragma once

@@ -1,10 +1,11 @@
 // `graft make-test-adapter`: writes a deterministic random LoRA adapter for a
-// base model, in PEFT form, GGUF form, or both (the same weights).
+// base model, in PEFT form, mlx-lm form, GGUF form, or several (the same weights).
 #include <cstdio>
 #include <memory>
 
 #include "adapters/gguf_lora.h"
 #include "adapters/metadata.h"
+#include "adapters/mlx.h"
 #include "adapters/peft.h"
 #include "adapters/store.h"
 #include "cli/commands.h"
@@ -17,6 +18,7 @@ namespace {
 struct MakeOptions {
   TestAdapterSpec spec;
   std::string peft_dir;
+  std::string mlx_dir;
   std::string gguf_file;
   std::string targets = "all";
   std::vector<int> layers;
@@ -37,7 +39,9 @@ void stamp_beside(const AvailableAdapter& adapter, const BaseModel& base) {
 }
 
 void make(MakeOptions& o) {
-  if (o.peft_dir.empty() && o.gguf_file.empty()) fail("give --peft DIR, --gguf FILE, or both");
+  if (o.peft_dir.empty() && o.mlx_dir.empty() && o.gguf_file.empty()) {
+    fail("give --peft DIR, --mlx DIR, --gguf FILE, or several");
+  }
   auto base = BaseModel::open(o.spec.base_path);
   if (!base) fail(base.error().message);
   auto targets = test_adapter_targets(o.targets, *base);
@@ -46,16 +50,25 @@ void make(MakeOptions& o) {
   o.spec.layers = o.layers;
   auto adapter = make_test_adapter(o.spec, *base);
   if (!adapter) fail(adapter.error().message);
+  SafetensorsDtype dtype = SafetensorsDtype::f32;
+  if (o.dtype == "f16") {
+    dtype = SafetensorsDtype::f16;
+  } else if (o.dtype == "bf16") {
+    dtype = SafetensorsDtype::bf16;
+  } else if (o.dtype != "f32") {
+    fail("unknown --dtype '" + o.dtype + "' (f32, f16, bf16)");
+  }
+  if (!o.mlx_dir.empty()) {
+    LoraAdapter mlx = *adapter;  // in Hugging Face's head order
+    reorder_value_heads(mlx, *base, HeadOrder::gguf_to_peft);
+    if (Status s = write_mlx(o.mlx_dir, mlx, dtype); !s) fail(s.error().message);
+    if (o.stamp) stamp_beside(*inspect_adapter(o.mlx_dir), *base);
+    std::printf("wrote %s (mlx-lm)\n", o.mlx_dir.c_str());
+  }
   if (!o.peft_dir.empty()) {
     PeftWriteOptions options;
     options.base_model_name_or_path = base->label();
-    if (o.dtype == "f16") {
-      options.dtype = SafetensorsDtype::f16;
-    } else if (o.dtype == "bf16") {
-      options.dtype = SafetensorsDtype::bf16;
-    } else if (o.dtype != "f32") {
-      fail("unknown --dtype '" + o.dtype + "' (f32, f16, bf16)");
-    }
+    options.dtype = dtype;
     LoraAdapter peft = *adapter;  // in Hugging Face's head order
     reorder_value_heads(peft, *base, HeadOrder::gguf_to_peft);
     if (Status s = write_peft(o.peft_dir, peft, options); !s) fail(s.error().message);
@@ -81,11 +94,12 @@ void make(MakeOptions& o) {
 
 void add_make_test_adapter_command(CLI::App& app) {
   auto o = std::make_shared<MakeOptions>();
-  auto* cmd =
-      app.add_subcommand("make-test-adapter",
-                         "Write a random LoRA adapter for a model, in PEFT and/or GGUF form (same weights)");
+  auto* cmd = app.add_subcommand(
+      "make-test-adapter",
+      "Write a random LoRA adapter for a model, in PEFT, mlx-lm and/or GGUF form (same weights)");
   cmd->add_option("--base", o->spec.base_path, "The base model's GGUF file (gives the shapes)")->required();
   cmd->add_option("--peft", o->peft_dir, "Folder to write the PEFT form into");
+  cmd->add_option("--mlx", o->mlx_dir, "Folder to write the mlx-lm form into");
   cmd->add_option("--gguf", o->gguf_file, "File to write the GGUF form to");
   cmd->add_option("--rank", o->spec.rank, "LoRA rank")->capture_default_str();
   cmd->add_option("--alpha", o->spec.alpha, "LoRA alpha (scale = alpha / rank)")->capture_default_str();

@@ -25,7 +25,7 @@ namespace {
 
 struct ServeArgs {
   std::string model;
-  std::string model_id;
+  std::vector<std::string> aliases;  // the first is the model's id
   std::string host = "127.0.0.1";
   int port = 8080;
   int threads = 0;
@@ -41,6 +41,8 @@ struct ServeArgs {
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
+  bool auto_load_adapters = false;
+  int max_loaded_adapters = 0;
   std::map<std::string, double> sampling;  // request field name → default, from the sampling flags
   int train_jobs = 1;
   std::string train_nice = "19";
@@ -133,7 +135,10 @@ void serve(ServeArgs args) {
   }
   server::ServeOptions options;
   options.model_path = args.model;
-  options.model_id = args.model_id;
+  if (!args.aliases.empty()) {
+    options.model_id = args.aliases.front();
+    options.aliases.assign(args.aliases.begin() + 1, args.aliases.end());
+  }
   options.n_ctx = args.ctx;
   options.parallel = args.parallel;
   options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -183,7 +188,12 @@ void serve(ServeArgs args) {
   auto model = server::ServedModel::load(options, budget_bytes);
   if (!model) fail(model.error().message);
   std::unique_ptr<server::ServedModel> served = std::move(*model);
-  auto adapters = server::AdapterService::create(*served, {args.adapter_dirs, args.force_adapter});
+  server::AdapterServiceOptions adapter_options;
+  adapter_options.adapter_dirs = args.adapter_dirs;
+  adapter_options.force = args.force_adapter;
+  adapter_options.auto_load = args.auto_load_adapters;
+  adapter_options.max_loaded = args.max_loaded_adapters;
+  auto adapters = server::AdapterService::create(*served, adapter_options);
   if (!adapters) fail(adapters.error().message);
   std::unique_ptr<server::AdapterService> adapter_service = std::move(*adapters);
 
@@ -298,8 +308,18 @@ void add_serve_command(CLI::App& app) {
       "--force-adapter", args->force_adapter,
       "Load this adapter (id, path, or a spec like a@0.5+b) at start and use it for every request "
       "that names none; a request may still ask for \"none\"");
-  cmd->add_option("--alias", args->model_id,
-                  "Model name in /v1/models and responses (default: the file name)");
+  cmd->add_option("--alias", args->aliases,
+                  "Model name in /v1/models and responses (default: the file name); repeat it to give the "
+                  "model more names a request's \"model\" may use")
+      ->allow_extra_args(false);  // one name each time, so `--alias NAME MODEL` keeps MODEL
+  cmd->add_flag("--auto-load-adapters", args->auto_load_adapters,
+                "Load an adapter of the store when a request names it (in \"model\" or \"adapter\") and it "
+                "is not loaded; concurrent requests for it wait for one load");
+  cmd->add_option("--max-loaded-adapters", args->max_loaded_adapters,
+                  "Most adapters loaded at once (0: no limit); to load another, the least recently used one "
+                  "that no request uses is unloaded")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--batch", args->batch, "Most tokens in one batch (decode rows plus prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));

@@ -1,5 +1,10 @@
 #include "server/chat_run.h"
 
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/format.h>
+
 #include "server/chat_output.h"
 
 namespace graft::server {
@@ -128,12 +133,63 @@ std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& re
   return std::nullopt;
 }
 
+void when_prepared(ServerContext& context, const RequestJson& body, const std::shared_ptr<Exchange>& exchange,
+                   std::function<void(std::optional<ApiError> error)> next) {
+  if (!context.prepare) return next(std::nullopt);
+  // Whether the hook answered before it returned (then `next` runs here).
+  struct State {
+    std::mutex mutex;
+    bool returned = false;
+    bool answered = false;
+    std::optional<ApiError> error;
+    std::shared_ptr<void> hold;
+  };
+  auto state = std::make_shared<State>();
+  context.prepare(body, [state, exchange, next](std::optional<ApiError> error, std::shared_ptr<void> hold) {
+    {
+      std::lock_guard lock(state->mutex);
+      if (!state->returned) {
+        state->answered = true;
+        state->error = std::move(error);
+        state->hold = std::move(hold);
+        return;
+      }
+    }
+    exchange->post([next, error = std::move(error), hold = std::move(hold)]() mutable {
+      next(std::move(error));
+      hold.reset();
+    });
+  });
+  std::unique_lock lock(state->mutex);
+  state->returned = true;
+  if (!state->answered) return;
+  lock.unlock();
+  next(std::move(state->error));
+  state->hold.reset();
+}
+
+std::optional<ApiError> check_model_name(const ServerContext& context, const RequestJson& body) {
+  if (std::find(context.hook_fields.begin(), context.hook_fields.end(), "model") !=
+      context.hook_fields.end()) {
+    return std::nullopt;  // a hook reads it (adapters: a model may name one)
+  }
+  auto it = body.find("model");
+  if (it == body.end() || !it->is_string() || context.model.answers_to(it->get<std::string>())) {
+    return std::nullopt;
+  }
+  return api_error(ApiCode::kModelNotFound,
+                   fmt::format("the model '{}' does not exist: this server serves '{}'",
+                               it->get<std::string>(), context.model.id()),
+                   "model");
+}
+
 std::optional<ApiError> prepare_chat(ServerContext& context, const RequestJson& chat, OpenAiRequest& request,
                                      std::string& prompt_text) {
   request.generation.sampling = context.model.sampling_defaults().options;
   if (auto error = read_openai_request(chat, ApiKind::kChat, context.model.tokenizer()->n_vocab(), request)) {
     return error;
   }
+  if (auto error = check_model_name(context, chat)) return error;
   for (const auto& hook : context.request_hooks) {
     if (auto error = hook(chat, request.generation)) return error;
   }

@@ -49,6 +49,16 @@ void start_chat_run(ServerContext& context, OpenAiRequest request, const std::st
 std::optional<ApiError> render_chat_prompt(ServedModel& model, OpenAiRequest& request,
                                            std::string& prompt_text);
 
+// Runs the context's prepare hook (if any) on a request body, then `next` on
+// the exchange's strand: right here when nothing had to wait, else later.
+// `next` gets the hook's error, if any, to answer in its API's shape.
+void when_prepared(ServerContext& context, const RequestJson& body, const std::shared_ptr<Exchange>& exchange,
+                   std::function<void(std::optional<ApiError> error)> next);
+
+// Checks the request's "model" when no request hook reads it: the served
+// model's id or an alias, else a 404 model_not_found.
+std::optional<ApiError> check_model_name(const ServerContext& context, const RequestJson& body);
+
 // Reads a /v1/chat/completions body (the translation of another API's
 // request) into `request` as that route does — the served model's sampling
 // defaults, the fields, the request hooks (adapter) — and renders its prompt.

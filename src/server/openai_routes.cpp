@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "server/chat_run.h"
 #include "server/completion_job.h"
 #include "server/openai_fields.h"
 #include "server/routes_apis.h"
@@ -19,82 +20,77 @@ double uptime_seconds(const ServerContext& context) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - context.started).count();
 }
 
-// Shared by both generation routes: parse, validate, run the hooks.
-bool read_request(ServerContext& context, const HttpRequest& http, ApiKind kind, RequestJson& body,
+// Shared by both generation routes: validate, run the hooks.
+bool read_request(ServerContext& context, const std::string& route, ApiKind kind, const RequestJson& body,
                   OpenAiRequest& request, Exchange& exchange) {
-  if (auto error = parse_body(http.body, body)) {
-    exchange.send_error(*error);
-    return false;
-  }
   const int n_vocab = context.model.tokenizer()->n_vocab();
   request.generation.sampling = context.model.sampling_defaults().options;
-  if (auto error = read_openai_request(body, kind, n_vocab, request)) {
+  std::optional<ApiError> error = read_openai_request(body, kind, n_vocab, request);
+  if (!error) error = check_model_name(context, body);
+  for (size_t i = 0; !error && i < context.request_hooks.size(); ++i) {
+    error = context.request_hooks[i](body, request.generation);
+  }
+  if (error) {
     exchange.send_error(*error);
     return false;
   }
-  for (const auto& hook : context.request_hooks) {
-    if (auto error = hook(body, request.generation)) {
-      exchange.send_error(*error);
-      return false;
-    }
-  }
   for (const std::string& field : unknown_fields(body, kind, context.hook_fields)) {
-    GRAFT_LOG_DEBUG("{} {}: ignoring the unknown field '{}'", http.method, http.path, field);
+    GRAFT_LOG_DEBUG("POST {}: ignoring the unknown field '{}'", route, field);
   }
   return true;
 }
 
+// Parses the body, runs the prepare hook (which may wait, e.g. for an
+// adapter to load), then `next` with the body on the exchange's strand.
+void read_body_then(ServerContext& context, const HttpRequest& http,
+                    const std::shared_ptr<Exchange>& exchange,
+                    std::function<void(const RequestJson& body)> next) {
+  auto body = std::make_shared<RequestJson>();
+  if (auto error = parse_body(http.body, *body)) return exchange->send_error(*error);
+  when_prepared(context, *body, exchange, [body, exchange, next](std::optional<ApiError> error) {
+    if (error) return exchange->send_error(*error);
+    next(*body);
+  });
+}
+
 void completions(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
-  RequestJson body;
-  OpenAiRequest request;
-  if (!read_request(context, http, ApiKind::kCompletions, body, request, *exchange)) return;
-  const Tokenizer& tok = *context.model.tokenizer();
-  std::string text;
-  if (request.prompt_is_tokens) {
-    request.generation.prompt = request.prompt_tokens;
-    text = tok.decode(request.prompt_tokens);
-  } else {
-    auto tokens = tok.encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-    if (!tokens) return exchange->send_error(bad_request(tokens.error().message, "prompt"));
-    request.generation.prompt = std::move(*tokens);
-    text = request.prompt_text;
-  }
-  start_completion(context, std::move(request), std::move(text), exchange);
+  read_body_then(context, http, exchange, [&context, exchange, route = http.path](const RequestJson& body) {
+    OpenAiRequest request;
+    if (!read_request(context, route, ApiKind::kCompletions, body, request, *exchange)) return;
+    const Tokenizer& tok = *context.model.tokenizer();
+    std::string text;
+    if (request.prompt_is_tokens) {
+      request.generation.prompt = request.prompt_tokens;
+      text = tok.decode(request.prompt_tokens);
+    } else {
+      auto tokens = tok.encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+      if (!tokens) return exchange->send_error(bad_request(tokens.error().message, "prompt"));
+      request.generation.prompt = std::move(*tokens);
+      text = request.prompt_text;
+    }
+    start_completion(context, std::move(request), std::move(text), exchange);
+  });
 }
 
 void chat_completions(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
-  RequestJson body;
-  OpenAiRequest request;
-  if (!read_request(context, http, ApiKind::kChat, body, request, *exchange)) return;
-  ServedModel& model = context.model;
-  ChatRenderOptions options;
-  options.add_generation_prompt = true;
-  options.bos_token = model.bos_text();
-  options.eos_token = model.eos_text();
-  options.extra_kwargs = request.template_kwargs;
-  auto prompt = model.chat_template().render(request.messages, request.tools, options);
-  if (!prompt) {
-    return exchange->send_error(bad_request(
-        "cannot format the conversation with the model's chat template: " + prompt.error().message,
-        "messages", ApiCode::kTemplateError));
-  }
-  const Tokenizer& tok = *model.tokenizer();
-  auto tokens = tok.encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
-  if (!tokens) return exchange->send_error(bad_request(tokens.error().message, "messages"));
-  if (tok.add_bos() && tok.bos() >= 0 && (tokens->empty() || tokens->front() != tok.bos())) {
-    tokens->insert(tokens->begin(), tok.bos());
-  }
-  request.generation.prompt = std::move(*tokens);
-  start_completion(context, std::move(request), std::move(*prompt), exchange);
+  read_body_then(context, http, exchange, [&context, exchange, route = http.path](const RequestJson& body) {
+    OpenAiRequest request;
+    if (!read_request(context, route, ApiKind::kChat, body, request, *exchange)) return;
+    std::string prompt;
+    if (auto error = render_chat_prompt(context.model, request, prompt)) return exchange->send_error(*error);
+    start_completion(context, std::move(request), std::move(prompt), exchange);
+  });
 }
 
-RequestJson model_json(const ServerContext& context) {
+RequestJson model_json(const ServerContext& context, const std::string& name) {
   const ServedModel& m = context.model;
   const Engine& engine = m.engine();
-  return RequestJson{{"id", m.id()},
+  return RequestJson{{"id", name},
                      {"object", "model"},
                      {"created", m.created()},
                      {"owned_by", "graft"},
+                     {"root", m.id()},
+                     {"parent", nullptr},
                      {"meta",
                       {{"n_ctx", engine.config().n_ctx},
                        {"n_vocab", m.tokenizer()->n_vocab()},
@@ -103,19 +99,30 @@ RequestJson model_json(const ServerContext& context) {
                        {"sampling", m.sampling_defaults().to_json()}}}};
 }
 
+// The served model under its id and each alias, then what the hooks add
+// (the loaded adapters, each with "parent": the model's id).
+RequestJson model_list(const ServerContext& context) {
+  RequestJson data = RequestJson::array({model_json(context, context.model.id())});
+  for (const std::string& alias : context.model.aliases()) data.push_back(model_json(context, alias));
+  for (const auto& hook : context.model_list_hooks) hook(data);
+  return data;
+}
+
 void models(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {
-  RequestJson body = {{"object", "list"}, {"data", RequestJson::array({model_json(context)})}};
+  RequestJson body = {{"object", "list"}, {"data", model_list(context)}};
   exchange->send(HttpResponse{200, "application/json", dump_json(body), {}});
 }
 
 void one_model(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
-  if (http.params["id"] != context.model.id()) {
-    return exchange->send_error(api_error(
-        ApiCode::kModelNotFound,
-        fmt::format("no model '{}': this server serves '{}'", http.params["id"], context.model.id()),
-        "model"));
+  const std::string& id = http.params["id"];
+  for (const RequestJson& m : model_list(context)) {
+    if (m["id"] == id) return exchange->send(HttpResponse{200, "application/json", dump_json(m), {}});
   }
-  exchange->send(HttpResponse{200, "application/json", dump_json(model_json(context)), {}});
+  exchange->send_error(
+      api_error(ApiCode::kModelNotFound,
+                fmt::format("no model '{}': this server serves '{}' (GET /v1/models lists every name)", id,
+                            context.model.id()),
+                "model"));
 }
 
 void health(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> exchange) {

@@ -5,9 +5,18 @@
 //                                              inside the store or an --adapter-dir, else 403)
 //              DELETE /v1/adapters/{id}        unload (409 while a request uses it)
 //   selected   the "adapter" field of completion and chat requests ("a", "a@0.5+b",
-//              "none"); absent: the default (--force-adapter). An id that is not
-//              loaded is a 400 naming it, never a fallback to the base model.
-// The default selection and the loaded adapters show in /health and /stats.
+//              "none"), or their "model" naming an adapter or a stack ("a",
+//              "a@0.5+b"), as vLLM does; absent (or "model" naming the served
+//              model): the default (--force-adapter). Both given and different:
+//              a 400. An id that is not loaded is a 400 naming it, never a
+//              fallback to the base model — unless auto-loading is on: then
+//              the request waits for it to load (one load however many wait),
+//              and with a limit on loaded adapters the least recently used
+//              idle one is unloaded to make room (never one in use, never
+//              the default). A "model" that names nothing graft has is a 404.
+// /v1/models lists the loaded adapters after the served model, each with
+// "parent": the model's id. The default selection, the loaded adapters and
+// the load counts show in /health and /stats.
 #pragma once
 
 #include <memory>
@@ -24,6 +33,8 @@ namespace graft::server {
 struct AdapterServiceOptions {
   std::vector<std::string> adapter_dirs;  // searched after the user's store
   std::string force;                      // --force-adapter: an id, a path or a spec; "" for none
+  bool auto_load = false;                 // --auto-load-adapters
+  int max_loaded = 0;                     // --max-loaded-adapters; 0: no limit
 };
 
 class AdapterService {
@@ -47,7 +58,14 @@ class AdapterService {
   MountedAdapters& mounted() { return *mounted_; }
 
  private:
-  struct Counters;  // loads, unloads and requests per adapter id, for /metrics
+  struct Counters;   // loads, unloads and requests per adapter id, for /metrics
+  struct AutoLoads;  // the adapters being auto-loaded and the requests waiting for them
+  // What a request selects, from its "model" and "adapter" fields: a spec,
+  // or nullopt for the default; `param` names the field it came from.
+  struct Requested {
+    std::optional<std::string> spec;
+    std::string param = "adapter";
+  };
   AdapterService(ServedModel& model, AdapterServiceOptions options, BaseModel base);
 
   // The routes (the slow ones finish on the worker thread).
@@ -56,8 +74,21 @@ class AdapterService {
   void load(const HttpRequest& http, const std::shared_ptr<Exchange>& exchange);
   void load_on_worker(const std::string& id, const std::string& path, Exchange& exchange);
   void unload(const std::string& id, Exchange& exchange);
-  // The "adapter" field of a completion or chat request.
+  // The "model" and "adapter" fields of a completion or chat request.
+  std::optional<ApiError> requested(const RequestJson& body, Requested& out) const;
   std::optional<ApiError> select(const RequestJson& body, GenerationRequest& request) const;
+  // The prepare hook: with auto-loading, loads what the request selects and
+  // is not loaded, then answers with a lease that keeps it loaded.
+  void prepare(const RequestJson& body, PrepareDone done);
+  // On the worker: loads `id` (making room) and gives each request waiting
+  // for it a lease on it, or the error; waits for room if none can be made.
+  void auto_load(const std::string& id);
+  void retry_waiting_for_room();
+  // On the worker: unloads least recently used idle adapters until one more
+  // fits under --max-loaded-adapters. False when every loaded one is in use.
+  Result<bool> make_room(const std::string& for_id);
+  ApiError auto_load_error(const std::string& id, const Error& error, const std::string& param) const;
+  void add_models(RequestJson& data) const;
   void report_health(json& body) const;
   void report_stats(json& body) const;
   void report_metrics(PromText& m) const;
@@ -67,13 +98,15 @@ class AdapterService {
   Status unmount(int slot);
   // The 400 for a selection that failed: says whether each id is unknown,
   // cannot be read, does not fit the model, or is simply not loaded yet.
-  ApiError explain_selection_error(const std::string& spec, const Error& error) const;
+  ApiError explain_selection_error(const std::string& spec, const Error& error,
+                                   const std::string& param = "adapter") const;
 
   ServedModel& model_;
   AdapterServiceOptions options_;
   AdapterStore store_;
   std::unique_ptr<MountedAdapters> mounted_;
   std::unique_ptr<Counters> counters_;
+  std::unique_ptr<AutoLoads> auto_loads_;
   std::unique_ptr<Worker> worker_;  // loads and unloads run here, off the HTTP threads
 };
 

@@ -130,33 +130,40 @@ class AnthropicWriter : public ChatWriter {
   std::string open_;  // the open block's kind, "" when none is
 };
 
-bool read_anthropic(ServerContext& context, HttpRequest& http, AnthropicKind kind, Exchange& exchange,
-                    OpenAiRequest& request, std::string& prompt_text) {
+// Parses and translates the body, runs the prepare hook (which may wait, e.g.
+// for an adapter to load), then reads it as a chat request and renders its
+// prompt; `next` gets the request on the exchange's strand. Errors are
+// answered in Anthropic's shape.
+void read_anthropic(ServerContext& context, HttpRequest& http, AnthropicKind kind,
+                    const std::shared_ptr<Exchange>& exchange,
+                    std::function<void(OpenAiRequest& request, const std::string& prompt)> next) {
   RequestJson body;
+  auto chat = std::make_shared<RequestJson>();
   std::optional<ApiError> error = parse_body(http.body, body);
-  RequestJson chat;
-  if (!error) error = anthropic_to_chat(body, kind, context.hook_fields, chat);
-  if (!error) error = prepare_chat(context, chat, request, prompt_text);
-  if (error) {
-    send_anthropic_error(exchange, *error);
-    return false;
-  }
-  return true;
+  if (!error) error = anthropic_to_chat(body, kind, context.hook_fields, *chat);
+  if (error) return send_anthropic_error(*exchange, *error);
+  when_prepared(context, *chat, exchange, [&context, chat, exchange, next](std::optional<ApiError> error) {
+    OpenAiRequest request;
+    std::string prompt;
+    if (!error) error = prepare_chat(context, *chat, request, prompt);
+    if (error) return send_anthropic_error(*exchange, *error);
+    next(request, prompt);
+  });
 }
 
 void messages(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
-  OpenAiRequest request;
-  std::string prompt;
-  if (!read_anthropic(context, http, AnthropicKind::kMessages, *exchange, request, prompt)) return;
-  auto writer = std::make_shared<AnthropicWriter>(exchange, request.model, request.stream);
-  start_chat_run(context, std::move(request), prompt, exchange, writer);
+  read_anthropic(context, http, AnthropicKind::kMessages, exchange,
+                 [&context, exchange](OpenAiRequest& request, const std::string& prompt) {
+                   auto writer = std::make_shared<AnthropicWriter>(exchange, request.model, request.stream);
+                   start_chat_run(context, std::move(request), prompt, exchange, writer);
+                 });
 }
 
 void count_tokens(ServerContext& context, HttpRequest& http, std::shared_ptr<Exchange> exchange) {
-  OpenAiRequest request;
-  std::string prompt;
-  if (!read_anthropic(context, http, AnthropicKind::kCountTokens, *exchange, request, prompt)) return;
-  exchange->send_json(200, json{{"input_tokens", request.generation.prompt.size()}});
+  read_anthropic(context, http, AnthropicKind::kCountTokens, exchange,
+                 [exchange](OpenAiRequest& request, const std::string&) {
+                   exchange->send_json(200, json{{"input_tokens", request.generation.prompt.size()}});
+                 });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // 256 most recently used, for GET and for previous_response_id.
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -204,6 +205,10 @@ class ResponsesWriter : public ChatWriter {
   std::string text_;                           // the open item's text so far
 };
 
+void respond(ServerContext& context, const std::shared_ptr<ResponseStore>& store,
+             const std::shared_ptr<Exchange>& exchange, const RequestJson& body, const RequestJson& history,
+             const RequestJson& input, const RequestJson& chat, const std::string& previous);
+
 void create(ServerContext& context, const std::shared_ptr<ResponseStore>& store, HttpRequest& http,
             std::shared_ptr<Exchange> exchange) {
   RequestJson body;
@@ -231,6 +236,21 @@ void create(ServerContext& context, const std::shared_ptr<ResponseStore>& store,
     return exchange->send_error(*error);
   RequestJson input;
   if (auto error = responses_input_messages(body["input"], input)) return exchange->send_error(*error);
+  // The prepare hook may wait (e.g. for an adapter to load): the rest runs after it.
+  auto parts = std::make_shared<std::tuple<RequestJson, RequestJson, RequestJson>>(
+      std::move(body), std::move(history), std::move(input));
+  auto shared_chat = std::make_shared<RequestJson>(std::move(chat));
+  when_prepared(context, *shared_chat, exchange,
+                [&context, store, exchange, parts, shared_chat, previous](std::optional<ApiError> error) {
+                  if (error) return exchange->send_error(*error);
+                  auto& [body, history, input] = *parts;
+                  respond(context, store, exchange, body, history, input, *shared_chat, previous);
+                });
+}
+
+void respond(ServerContext& context, const std::shared_ptr<ResponseStore>& store,
+             const std::shared_ptr<Exchange>& exchange, const RequestJson& body, const RequestJson& history,
+             const RequestJson& input, const RequestJson& chat, const std::string& previous) {
   OpenAiRequest request;
   std::string prompt;
   if (auto error = prepare_chat(context, chat, request, prompt)) return exchange->send_error(*error);
@@ -268,7 +288,7 @@ void create(ServerContext& context, const std::shared_ptr<ResponseStore>& store,
   ResponsesWriter::OnDone on_done;
   if (store_it) {
     RequestJson conversation = history;
-    for (auto& m : input) conversation.push_back(std::move(m));
+    for (const auto& m : input) conversation.push_back(m);
     on_done = [store, conversation = std::move(conversation)](const RequestJson& r,
                                                               const RequestJson& message) {
       RequestJson c = conversation;

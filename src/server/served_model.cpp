@@ -107,6 +107,9 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
 
   served->id_ = options.model_id;
   if (served->id_.empty()) served->id_ = std::filesystem::path(options.model_path).stem().string();
+  for (const std::string& alias : options.aliases) {
+    if (!served->answers_to(alias)) served->aliases_.push_back(alias);
+  }
   served->created_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
@@ -188,6 +191,14 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
 
 std::string ServedModel::token_piece(TokenId id) const {
   return tokenizer_->token_bytes(id);
+}
+
+bool ServedModel::answers_to(std::string_view name) const {
+  if (name == id_) return true;
+  for (const std::string& alias : aliases_) {
+    if (name == alias) return true;
+  }
+  return false;
 }
 
 std::string ServedModel::bos_text() const {

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "chat/template.h"
 #include "engine/engine.h"
@@ -18,13 +20,14 @@ namespace graft::server {
 
 struct ServeOptions {
   std::string model_path;
-  std::string model_id;          // the name /v1/models lists; "": the file name without .gguf
-  int n_ctx = 0;                 // longest sequence; 0: the model's training context, at most 8192
-  int64_t kv_budget_tokens = 0;  // 0: every running request gets a full context, if memory allows
-  int parallel = 4;              // requests in flight at once
-  int threads = 0;               // compute threads; 0: all cores
-  std::string kv_type = "f16";   // f16 or q8_0
-  int step_tokens = 512;         // most rows in one batch
+  std::string model_id;              // the name /v1/models lists; "": the file name without .gguf
+  std::vector<std::string> aliases;  // other names a request's "model" may give for it
+  int n_ctx = 0;                     // longest sequence; 0: the model's training context, at most 8192
+  int64_t kv_budget_tokens = 0;      // 0: every running request gets a full context, if memory allows
+  int parallel = 4;                  // requests in flight at once
+  int threads = 0;                   // compute threads; 0: all cores
+  std::string kv_type = "f16";       // f16 or q8_0
+  int step_tokens = 512;             // most rows in one batch
   bool prefix_cache = true;
   int compute_nice = 5;  // compute threads' niceness, or EngineConfig::kComputeIdle
   // Sampling defaults set by flags, by request field name ("temperature", "top_k", ...):
@@ -51,6 +54,9 @@ class ServedModel {
   ~ServedModel();
 
   const std::string& id() const { return id_; }
+  const std::vector<std::string>& aliases() const { return aliases_; }
+  // Whether a request's "model" names this model: its id or an alias.
+  bool answers_to(std::string_view name) const;
   int64_t created() const { return created_; }  // unix seconds
   Model& model() { return *model_; }
   bool has_model() const { return model_ != nullptr; }
@@ -72,6 +78,7 @@ class ServedModel {
   ServedModel() = default;
 
   std::string id_;
+  std::vector<std::string> aliases_;
   int64_t created_ = 0;
   std::unique_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -36,6 +36,8 @@ class Server {
     context_.request_hooks.push_back(std::move(hook));
     for (auto& f : fields) context_.hook_fields.push_back(std::move(f));
   }
+  void set_prepare_hook(PrepareHook hook) { context_.prepare = std::move(hook); }
+  void add_model_list_hook(ModelListHook hook) { context_.model_list_hooks.push_back(std::move(hook)); }
   void add_health_hook(StatusHook hook) { context_.health_hooks.push_back(std::move(hook)); }
   void add_stats_hook(StatusHook hook) { context_.stats_hooks.push_back(std::move(hook)); }
   void add_metrics_hook(MetricsHook hook) { context_.metrics_hooks.push_back(std::move(hook)); }

@@ -118,7 +118,7 @@ TEST(AdapterCommands, BadInputIsAClearError) {
   EXPECT_FALSE(fs::exists(store / "x"));
   out = graft("make-test-adapter --base " + base);
   EXPECT_EQ(out.status, 1);
-  EXPECT_TRUE(contains(out.text, "--peft DIR, --gguf FILE")) << out.text;
+  EXPECT_TRUE(contains(out.text, "--peft DIR, --mlx DIR, --gguf FILE")) << out.text;
 }
 
 TEST(AdapterRun, AdapterChangesTheContinuationAndUnknownIdsAreErrors) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "adapters/gguf_lora.h"
+#include "adapters/mlx.h"
 #include "adapters/mounted.h"
 #include "adapters/peft.h"
 #include "engine/generate.h"
@@ -36,6 +37,7 @@ struct ServedModel {
       const LoraAdapter adapter = make_adapter(spec);
       const std::string id = seed == 1 ? "a" : "b";
       testing::write_peft_or_fail(root / id, adapter, {"", SafetensorsDtype::f16});
+      EXPECT_TRUE(write_mlx(root / (id + "-mlx"), adapter, SafetensorsDtype::f16).ok());
       fs::create_directories(root / (id + "-gguf"));
       testing::write_gguf_or_fail(root / (id + "-gguf") / "adapter.gguf", adapter, {"llama", "", "f16"});
     }
@@ -80,6 +82,22 @@ TEST(AdaptersOnModel, PeftAndGgufFormsGiveTheSameTokens) {
   const auto gguf = s.run("a-gguf", 0);
   EXPECT_EQ(peft, gguf);
   EXPECT_NE(peft, base) << "the adapter should change greedy output";
+}
+
+// mlx-lm stores A and B transposed and its scale as the multiplier itself:
+// the same weights in either form give the same tokens.
+TEST(AdaptersOnModel, PeftAndMlxFormsGiveTheSameTokens) {
+  ServedModel s("on-model-mlx");
+  ASSERT_TRUE(s.engine.forward);
+  s.load("a");
+  s.load("a-mlx");
+  s.load("b");
+  const auto base = s.run("none", 0);
+  const auto peft = s.run("a", 0);
+  const auto mlx = s.run("a-mlx", 0);
+  EXPECT_EQ(peft, mlx);
+  EXPECT_NE(peft, base) << "the adapter should change greedy output";
+  EXPECT_EQ(s.run("a@0.5+b", 0), s.run("a-mlx@0.5+b", 0));
 }
 
 // Mounting reads the files in place (no float copy), each matrix in the type

@@ -232,6 +232,35 @@ TEST(MountedAdapters, ConcurrentSelectsKeepCountsExact) {
   EXPECT_EQ(f.mounted->find("b")->users, 0);
 }
 
+// What --max-loaded-adapters unloads: the least recently used adapter that
+// no lease holds, never the default, never one the caller keeps; and the
+// idle callback fires when an adapter's last lease goes.
+TEST(MountedAdapters, LeastRecentlyUsedIdleSkipsLeasesAndTheDefault) {
+  Fixture f;
+  ASSERT_TRUE(f.load("a").ok());
+  ASSERT_TRUE(f.load("b").ok());
+  ASSERT_TRUE(f.load("c").ok());
+  EXPECT_EQ(f.mounted->size(), 3u);
+  EXPECT_EQ(f.mounted->least_recently_used_idle(), "a");  // loaded first, never used since
+  int idle_calls = 0;
+  f.mounted->set_on_idle([&] { ++idle_calls; });
+  {
+    auto lease = f.mounted->select(std::string_view("a"));
+    ASSERT_TRUE(lease.ok());
+    EXPECT_EQ(f.mounted->least_recently_used_idle(), "b");  // a is in use
+    EXPECT_EQ(idle_calls, 0);
+  }
+  EXPECT_EQ(idle_calls, 1);
+  EXPECT_EQ(f.mounted->least_recently_used_idle(), "b");  // a was used after b
+  EXPECT_EQ(f.mounted->least_recently_used_idle({"b"}), "c");
+  ASSERT_TRUE(f.mounted->set_default(*parse_adapter_spec("b")).ok());
+  EXPECT_EQ(f.mounted->least_recently_used_idle(), "c");
+  auto c = f.mounted->select(std::string_view("c"));
+  auto a = f.mounted->select(std::string_view("a"));
+  EXPECT_FALSE(f.mounted->least_recently_used_idle().has_value());  // b is the default, a and c in use
+  f.mounted->set_on_idle(nullptr);
+}
+
 TEST(LoadAndSelect, LoadsWhatTheSpecNamesFromTheStore) {
   Fixture f;
   auto lease = load_and_select("a@0.5+c", *f.store, *f.mounted, f.engine.mount());
