@@ -3,8 +3,8 @@
 // scripts/make-goldens.sh into tests/data/goldens/<cpu kind>/, see
 // testing::goldens_dir()).
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
