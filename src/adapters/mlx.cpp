@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/peft.h"
 #include "adapters/targets.h"
 #include "util/files.h"
 
@@ -16,24 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::vector<std::string> split_dots(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    size_t end = text.find('.', start);
-    parts.push_back(text.substr(start, end - start));
-    if (end == std::string::npos) return parts;
-    start = end + 1;
-  }
-}
-
-std::optional<int> parse_index(const std::string& text) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
-
 struct MlxTensorName {
   int layer;
   LoraTarget target;
@@ -42,11 +25,9 @@ struct MlxTensorName {
 };
 
 Result<MlxTensorName> parse_tensor_name(const std::string& name, const std::string& where) {
-  const std::vector<std::string> parts = split_dots(name);
-  size_t i = 0;
-  while (i + 1 < parts.size() && !(parts[i] == "layers" && parse_index(parts[i + 1]))) ++i;
+  const auto parts = split_layer_tensor_name(name);
   // layers . N . block . module . lora_a|lora_b
-  if (i + 5 != parts.size()) {
+  if (!parts || parts->tail.size() != 3) {
     if (name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos) {
       return errorf("invalid_adapter",
                     "{}: tensor '{}': adapters of the embedding or output layer are not supported (only the "
@@ -58,9 +39,9 @@ Result<MlxTensorName> parse_tensor_name(const std::string& name, const std::stri
                   "'model.layers.0.self_attn.q_proj.lora_a')",
                   where, name);
   }
-  const std::string& block = parts[i + 2];
-  const std::string& module = parts[i + 3];
-  const std::string& side = parts[i + 4];
+  const std::string& block = parts->tail[0];
+  const std::string& module = parts->tail[1];
+  const std::string& side = parts->tail[2];
   if (side == "m") {
     return errorf("invalid_adapter", "{}: tensor '{}': DoRA adapters are not supported", where, name);
   }
@@ -70,19 +51,9 @@ Result<MlxTensorName> parse_tensor_name(const std::string& name, const std::stri
         "{}: tensor '{}' is neither lora_a nor lora_b (quantized mlx-lm adapters are not supported)", where,
         name);
   }
-  auto target = target_from_peft_name(module);
-  if (!target) {
-    return errorf(
-        "invalid_adapter",
-        "{}: tensor '{}': unknown module '{}' (graft adapts q_proj, k_proj, v_proj, o_proj, gate_proj, "
-        "up_proj and down_proj, and qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj)",
-        where, name, module);
-  }
-  if (block != peft_block_name(*target)) {
-    return errorf("invalid_adapter", "{}: tensor '{}': module '{}' belongs in '{}', not '{}'", where, name,
-                  module, peft_block_name(*target), block);
-  }
-  return MlxTensorName{*parse_index(parts[i + 1]), *target, side == "lora_b", block + "." + module};
+  auto target = projection_target(block, module, name, where);
+  if (!target) return target.error();
+  return MlxTensorName{parts->layer, *target, side == "lora_b", block + "." + module};
 }
 
 struct MlxScan {

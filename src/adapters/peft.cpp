@@ -8,30 +8,13 @@
 
 #include "adapters/targets.h"
 #include "util/files.h"
+#include "util/strings.h"
 
 namespace graft {
 
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end - start));
-    if (end == std::string::npos) return parts;
-    start = end + 1;
-  }
-}
-
-std::optional<int> parse_index(const std::string& text) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
 
 struct PeftTensorName {
   int layer;
@@ -51,35 +34,21 @@ Result<PeftTensorName> parse_tensor_name(const std::string& name, const std::str
                   "q/k/v/o/gate/up/down projections of decoder layers)",
                   where, name);
   }
-  const std::vector<std::string> parts = split(name, '.');
-  size_t i = 0;
-  while (i + 1 < parts.size() && !(parts[i] == "layers" && parse_index(parts[i + 1]))) ++i;
   // layers . N . block . module . lora_X [. adapter_name] . weight
-  if (i + 6 > parts.size() || parts.back() != "weight" || (parts.size() - i != 6 && parts.size() - i != 7)) {
+  const auto parts = split_layer_tensor_name(name);
+  if (!parts || parts->tail.size() < 4 || parts->tail.size() > 5 || parts->tail.back() != "weight") {
     return errorf("invalid_adapter",
                   "{}: tensor '{}' is not a LoRA weight of a decoder layer projection (expected names like "
                   "'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')",
                   where, name);
   }
-  const std::string& block = parts[i + 2];
-  const std::string& module = parts[i + 3];
-  const std::string& side = parts[i + 4];
-  auto target = target_from_peft_name(module);
-  if (!target) {
-    return errorf(
-        "invalid_adapter",
-        "{}: tensor '{}': unknown module '{}' (graft adapts q_proj, k_proj, v_proj, o_proj, gate_proj, "
-        "up_proj and down_proj, and qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj)",
-        where, name, module);
-  }
-  if (block != peft_block_name(*target)) {
-    return errorf("invalid_adapter", "{}: tensor '{}': module '{}' belongs in '{}', not '{}'", where, name,
-                  module, peft_block_name(*target), block);
-  }
+  const std::string& side = parts->tail[2];
+  auto target = projection_target(parts->tail[0], parts->tail[1], name, where);
+  if (!target) return target.error();
   if (side != "lora_A" && side != "lora_B") {
     return errorf("invalid_adapter", "{}: tensor '{}' is neither lora_A nor lora_B", where, name);
   }
-  return PeftTensorName{*parse_index(parts[i + 1]), *target, side == "lora_B"};
+  return PeftTensorName{parts->layer, *target, side == "lora_B"};
 }
 
 struct PeftScan {
@@ -237,6 +206,38 @@ bool is_peft_folder(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / kPeftConfigFile, ec) || fs::exists(dir / kPeftWeightsFile, ec) ||
          fs::exists(dir / "adapter_model.bin", ec);
+}
+
+std::optional<LayerTensorName> split_layer_tensor_name(const std::string& name) {
+  const std::vector<std::string_view> parts = split(name, '.');
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] != "layers") continue;
+    int layer = 0;
+    const std::string_view n = parts[i + 1];
+    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), layer);
+    if (ec != std::errc() || end != n.data() + n.size() || layer < 0) continue;
+    LayerTensorName out{layer, {}};
+    for (size_t j = i + 2; j < parts.size(); ++j) out.tail.emplace_back(parts[j]);
+    return out;
+  }
+  return std::nullopt;
+}
+
+Result<LoraTarget> projection_target(const std::string& block, const std::string& module,
+                                     const std::string& name, const std::string& where) {
+  auto target = target_from_peft_name(module);
+  if (!target) {
+    return errorf(
+        "invalid_adapter",
+        "{}: tensor '{}': unknown module '{}' (graft adapts q_proj, k_proj, v_proj, o_proj, gate_proj, "
+        "up_proj and down_proj, and qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj)",
+        where, name, module);
+  }
+  if (block != peft_block_name(*target)) {
+    return errorf("invalid_adapter", "{}: tensor '{}': module '{}' belongs in '{}', not '{}'", where, name,
+                  module, peft_block_name(*target), block);
+  }
+  return *target;
 }
 
 std::string peft_tensor_name(int layer, LoraTarget target, bool lora_b) {

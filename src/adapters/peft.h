@@ -53,6 +53,20 @@ Status write_peft(const fs::path& dir, const LoraAdapter& adapter, const PeftWri
 // "base_model.model.model.layers.N.<block>.<module>.lora_<A|B>.weight"
 std::string peft_tensor_name(int layer, LoraTarget target, bool lora_b);
 
+// A tensor name of a decoder layer, as PEFT and mlx-lm write them: the layer
+// N of its first "layers.N", and the dot-separated parts after it (block,
+// module, side, ...). nullopt when the name has no "layers.N".
+struct LayerTensorName {
+  int layer = 0;
+  std::vector<std::string> tail;
+};
+std::optional<LayerTensorName> split_layer_tensor_name(const std::string& name);
+
+// The projection `module` of `block` names (as Hugging Face names them), or
+// the error that says why tensor `name` of `where` names none.
+Result<LoraTarget> projection_target(const std::string& block, const std::string& module,
+                                     const std::string& name, const std::string& where);
+
 // Qwen3.5's linear-attention layers with fewer key heads than value heads:
 // Hugging Face orders the value heads grouped by key head (k0v0, k0v1, ...,
 // k1v0, ...), GGUF files tile them (k0v0, k1v0, ..., k0v1, ...), as
