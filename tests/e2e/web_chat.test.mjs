@@ -119,6 +119,18 @@ describe('web page: chat', () => {
     assert.equal(await reply.locator('[role=alert]').count(), 0);
   });
 
+  it('shares the selection with the terminal and Pi ("use everywhere"), and clears it', async () => {
+    assert.equal(await page.getByTestId('shared-selection').textContent(), '(none set)');
+    await page.getByTestId('use-everywhere').click();
+    await page.getByText('Shared selection is now a@0.5+b.').waitFor();
+    assert.equal(await page.getByTestId('shared-selection').textContent(), 'a@0.5+b');
+    assert.equal((await getJson(server, '/v1/adapters/selection')).body.adapter, 'a@0.5+b');
+    // Another page reads it back.
+    const other = await openPage(browser.context, server.baseURL);
+    await other.page.getByTestId('shared-selection').filter({ hasText: 'a@0.5+b' }).waitFor();
+    await other.page.close();
+  });
+
   it("shows the server's error for an adapter that is not loaded, never the base model's answer", async () => {
     const res = await fetch(`${server.baseURL}/v1/adapters/b`, { method: 'DELETE' });
     assert.equal(res.status, 200);
@@ -131,6 +143,11 @@ describe('web page: chat', () => {
     // Back to none.
     await page.getByLabel('none (base model)').check();
     assert.equal(await page.getByTestId('adapter-spec').textContent(), '(no adapter field)');
+    // Sharing "no adapter field" clears the shared selection.
+    await page.getByTestId('use-everywhere').click();
+    await page.getByText('Cleared the shared selection.').waitFor();
+    assert.equal(await page.getByTestId('shared-selection').textContent(), '(none set)');
+    assert.equal((await getJson(server, '/v1/adapters/selection')).body.adapter, null);
   });
 
   it('regenerates the last reply and resends an edited message', async () => {

@@ -84,6 +84,7 @@ async function send(path, { method = 'GET', body, signal, headers: extra, raw = 
 export const api = {
   get: (path, options) => send(path, { ...options, method: 'GET' }),
   post: (path, body, options) => send(path, { ...options, method: 'POST', body }),
+  put: (path, body, options) => send(path, { ...options, method: 'PUT', body }),
   del: (path, options) => send(path, { ...options, method: 'DELETE' }),
   // Checks a key without storing it: resolves when the server accepts it.
   async tryKey(key) {

@@ -1,8 +1,10 @@
 // The chat's adapter selector: none by default, one adapter or a stack of up
 // to four, each with an optional scale. Picking an adapter that is only
 // available loads it first (POST /v1/adapters) and says so; a failed load
-// shows the server's error and selects nothing.
-import { useState } from 'preact/hooks';
+// shows the server's error and selects nothing. "Use everywhere" writes the
+// selection shown as the one graft's clients share (the terminal's `graft
+// adapters use`, the Pi extension): PUT /v1/adapters/selection.
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { useApp } from '../app.jsx';
 import { specOf, stateOf, validScale } from '../adapters/state.js';
@@ -13,6 +15,10 @@ export function AdapterPicker() {
   const { adapters, refreshAdapters, selection, setSelection } = useApp();
   const [busy, setBusy] = useState('');
   const [notice, setNotice] = useState(null);  // {kind: 'ok' | 'error', text}
+  const [shared, setShared] = useState(undefined);  // the shared selection: a spec, null (none set), undefined (unknown)
+  useEffect(() => {
+    api.get('/v1/adapters/selection').then((s) => setShared(s.adapter), () => setShared(undefined));
+  }, []);
   const { stack } = selection;
   const hasDefault = !!adapters.defaultSpec;
   const picked = new Set(stack.map((s) => s.id));
@@ -119,8 +125,28 @@ export function AdapterPicker() {
       <p class="small">
         Sends <code data-testid="adapter-spec">{sends === null ? '(no adapter field)' : `adapter: "${sends}"`}</code>
       </p>
-      {/* Issue 16 adds GET/PUT /v1/adapters/selection (one selection shared with the terminal and Pi):
-          a "use everywhere" button goes here, writing `sends` with PUT and reading it back on load. */}
+      <p class="small shared-selection">
+        Shared with the terminal and Pi:{' '}
+        <code data-testid="shared-selection">{shared === undefined ? '?' : shared === null ? '(none set)' : shared}</code>{' '}
+        <button
+          type="button"
+          data-testid="use-everywhere"
+          disabled={busy !== '' || !!badScale}
+          title="Make this selection the one graft adapters use and the Pi extension send"
+          onClick={async () => {
+            setNotice(null);
+            try {
+              const saved = await api.put('/v1/adapters/selection', { adapter: sends });
+              setShared(saved.adapter);
+              setNotice({ kind: 'ok', text: saved.adapter === null ? 'Cleared the shared selection.' : `Shared selection is now ${saved.adapter}.` });
+            } catch (err) {
+              setNotice({ kind: 'error', text: `Cannot share the selection: ${err.describe ? err.describe() : err.message}` });
+            }
+          }}
+        >
+          Use everywhere
+        </button>
+      </p>
       {notice && (
         <p class={notice.kind === 'error' ? 'error small' : 'ok small'} role={notice.kind === 'error' ? 'alert' : 'status'}>
           {notice.text}
