@@ -146,7 +146,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     return RequestJson{{"id", id_},
                        {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
                        {"created", created_},
-                       {"model", model_.id()},
+                       {"model", model_name()},
                        {"system_fingerprint", "graft"}};
   }
 
@@ -188,7 +188,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     RequestJson body = {{"id", id_},
                         {"object", chat_ ? "chat.completion" : "text_completion"},
                         {"created", created_},
-                        {"model", model_.id()},
+                        {"model", model_name()},
                         {"system_fingerprint", "graft"},
                         {"choices", RequestJson::array({choice})},
                         {"usage", usage_json(event.usage)},
@@ -235,6 +235,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
       text_offset_ += static_cast<int64_t>(piece.size());
     }
     return out;
+  }
+
+  // The served model's id, or the adapter (or stack) the request named as its
+  // model, as vLLM answers a LoRA's name.
+  std::string model_name() const {
+    return request_.model.empty() || model_.answers_to(request_.model) ? model_.id() : request_.model;
   }
 
   ServedModel& model_;

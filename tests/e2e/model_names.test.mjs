@@ -66,11 +66,18 @@ describe('adapters as model names', () => {
     assert.equal(await chat(client, { model: 'poet@0.5+pirate' }), await chat(client, { model: 'tiny', adapter: 'poet@0.5+pirate' }));
     const stream = await client.chat.completions.create({ model: 'poet', messages, ...prompt, stream: true });
     let streamed = '';
-    for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
+    for await (const chunk of stream) {
+      streamed += chunk.choices[0]?.delta?.content ?? '';
+      assert.equal(chunk.model, 'poet', 'a chunk answers with the adapter the request named');
+    }
     assert.equal(streamed, poet);
     const completion = await client.completions.create({ model: 'pirate', prompt: 'The quick brown fox', ...prompt });
     const viaField = await client.completions.create({ model: 'tiny', adapter: 'pirate', prompt: 'The quick brown fox', ...prompt });
     assert.equal(completion.choices[0].text, viaField.choices[0].text);
+    // The answer names the model as the request did (vLLM's convention); the base model keeps its id.
+    assert.equal(completion.model, 'pirate');
+    assert.equal(viaField.model, 'tiny');
+    assert.equal((await client.chat.completions.create({ model: 'poet@0.5+pirate', messages, ...prompt })).model, 'poet@0.5+pirate');
     const response = await client.responses.create({ model: 'poet', input: 'Write a line about the sea.', max_output_tokens: 12, temperature: 0 });
     const responseViaField = await client.responses.create({ model: 'tiny', adapter: 'poet', input: 'Write a line about the sea.', max_output_tokens: 12, temperature: 0 });
     assert.equal(response.output_text, responseViaField.output_text);
