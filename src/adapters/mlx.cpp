@@ -89,14 +89,7 @@ Result<MlxScan> scan_mlx(const fs::path& dir) {
                     "{}: tensor '{}' adapts '{}', which 'lora_parameters.keys' does not list", where, t.name,
                     n.key);
     }
-    if (t.shape.size() != 2) {
-      return errorf("invalid_adapter", "{}: tensor '{}' has {} dimensions, expected 2", where, t.name,
-                    t.shape.size());
-    }
-    if (t.float_dtype() == SafetensorsDtype::other) {
-      return errorf("invalid_adapter", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
-                    where, t.name, t.dtype);
-    }
+    GRAFT_TRY_STATUS(check_lora_matrix_tensor(t, where));
     auto& slot = scan.tensors[{n.layer, n.target}];
     (n.lora_b ? slot.second : slot.first) = &t;
   }

@@ -83,14 +83,7 @@ Result<PeftScan> scan_peft(const fs::path& dir) {
   const std::string where = weights_path.string();
   for (const SafetensorsTensor& t : scan.file->tensors()) {
     GRAFT_TRY(PeftTensorName n, parse_tensor_name(t.name, where));
-    if (t.shape.size() != 2) {
-      return errorf("invalid_adapter", "{}: tensor '{}' has {} dimensions, expected 2", where, t.name,
-                    t.shape.size());
-    }
-    if (t.float_dtype() == SafetensorsDtype::other) {
-      return errorf("invalid_adapter", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
-                    where, t.name, t.dtype);
-    }
+    GRAFT_TRY_STATUS(check_lora_matrix_tensor(t, where));
     auto& slot = scan.tensors[{n.layer, n.target}];
     (n.lora_b ? slot.second : slot.first) = &t;
   }
@@ -221,6 +214,18 @@ std::optional<LayerTensorName> split_layer_tensor_name(const std::string& name) 
     return out;
   }
   return std::nullopt;
+}
+
+Status check_lora_matrix_tensor(const SafetensorsTensor& t, const std::string& where) {
+  if (t.shape.size() != 2) {
+    return errorf("invalid_adapter", "{}: tensor '{}' has {} dimensions, expected 2", where, t.name,
+                  t.shape.size());
+  }
+  if (t.float_dtype() == SafetensorsDtype::other) {
+    return errorf("invalid_adapter", "{}: tensor '{}' has dtype {}; only F32, F16 and BF16 are supported",
+                  where, t.name, t.dtype);
+  }
+  return {};
 }
 
 Result<LoraTarget> projection_target(const std::string& block, const std::string& module,

@@ -62,6 +62,10 @@ struct LayerTensorName {
 };
 std::optional<LayerTensorName> split_layer_tensor_name(const std::string& name);
 
+// A LoRA matrix's tensor as graft reads it: two dimensions, F32, F16 or BF16;
+// else the error that names tensor `t` of `where`.
+Status check_lora_matrix_tensor(const SafetensorsTensor& t, const std::string& where);
+
 // The projection `module` of `block` names (as Hugging Face names them), or
 // the error that says why tensor `name` of `where` names none.
 Result<LoraTarget> projection_target(const std::string& block, const std::string& module,
