@@ -40,6 +40,13 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and
 # logit scalings (make-test-model's defaults: scale_emb 12, scale_depth 1.4,
 # dim_model_base 64).
+# KV_TYPE=q8_0 (or q4_0) records with that KV cache type on both sides
+# (llama.cpp's -ctk/-ctv, which needs its flash attention), into
+# <arch>-<type>-kv-<kv type>.json.
+KV_TYPE=${KV_TYPE:-f16}
+KV_ARGS=()
+KV_SUFFIX=
+if [ "$KV_TYPE" != f16 ]; then KV_ARGS=(-ctk "$KV_TYPE" -ctv "$KV_TYPE" -fa on); KV_SUFFIX=-kv-$KV_TYPE; fi
 ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm minicpm:llama-spm}
 TYPES=${TYPES:-f16 q8_0 q4_0}
 
@@ -55,13 +62,13 @@ for arch_vocab in $ARCHS; do
       --rope-base $ROPE_BASE)
   fi
   for type in $TYPES; do
-    name=$arch-$type
+    name=$arch-$type$KV_SUFFIX
     model=$WORK/$name.gguf
     "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
       --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KVH --ffn $FFN --ctx $CTX \
       --type "$type" --seed $SEED "${EXTRA[@]}" >/dev/null
     "$LLAMA_BIN/llama-server" -m "$model" -c $CTX --parallel 1 -t "$(nproc)" --host 127.0.0.1 --port $PORT \
-      --cache-ram 0 --no-webui >"$WORK/server.log" 2>&1 &
+      --cache-ram 0 --no-webui "${KV_ARGS[@]}" >"$WORK/server.log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 120); do
       if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
@@ -69,13 +76,14 @@ for arch_vocab in $ARCHS; do
     done
     python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KVH $FFN $CTX $SEED \
       $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" $TIED $CHUNK \
-      $HEAD_DIM $SLIDING $PATTERN $ROPE_BASE <<'PY'
+      $HEAD_DIM $SLIDING $PATTERN $ROPE_BASE "$KV_TYPE" <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
 build = sys.argv[14]
 tied, chunk = map(int, sys.argv[15:17])
 head_dim, sliding, pattern, rope_base = map(int, sys.argv[17:21])
+kv_type = sys.argv[21]
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -116,6 +124,8 @@ golden = {
               "ffn": ffn, "ctx": ctx, "type": wtype, "seed": seed},
     "cases": cases,
 }
+if kv_type != "f16":
+    golden["model"]["kv_type"] = kv_type
 if tied:
     golden["model"]["tied"] = True
 if chunk:

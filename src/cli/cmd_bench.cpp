@@ -34,6 +34,7 @@ struct BenchOptions {
   int batched_tg = 128;
   int lora_rank = 0;  // > 0: also batched decode with a different adapter per row
   std::string lora_dtype = "f16";
+  std::string kv_type = "f16";
 };
 
 double now() {
@@ -144,6 +145,9 @@ void run_bench(const BenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const int max_rows = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
   KvCacheOptions kv;
+  auto kv_type = KvCache::type_from_name(o.kv_type);
+  if (!kv_type) fail(kv_type.error());
+  kv.type = *kv_type;
   const int seqs = std::max(max_rows, o.lora_rank > 0 ? 8 : 1);
   kv.n_seq_max = seqs;
   kv.n_cells = std::max({o.pp, o.tg, seqs * (o.batched_pp + o.batched_tg)});
@@ -152,9 +156,10 @@ void run_bench(const BenchOptions& o) {
   Forward forward(model, **cache, threads);
   const int n_vocab = model.config().n_vocab;
 
-  std::printf("model: %s (%s, %.2f GiB, %d layers, embd %d), threads: %d, load: %.2f s\n", o.model.c_str(),
-              model.config().arch.c_str(), double(model.weight_bytes()) / (1 << 30), model.config().n_layer,
-              model.config().n_embd, threads, model.load_seconds());
+  std::printf("model: %s (%s, %.2f GiB, %d layers, embd %d), threads: %d, KV: %s, load: %.2f s\n",
+              o.model.c_str(), model.config().arch.c_str(), double(model.weight_bytes()) / (1 << 30),
+              model.config().n_layer, model.config().n_embd, threads, o.kv_type.c_str(),
+              model.load_seconds());
   std::printf("%-14s %12s %10s\n", "test", "tok/s", "stddev");
   std::fflush(stdout);
   // Warm-up (page faults, thread start).
@@ -279,6 +284,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--lora-dtype", o->lora_dtype, "Type of those adapters' weights: f16, bf16 or f32")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, q8_0 or q4_0")->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }
 

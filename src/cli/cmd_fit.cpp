@@ -102,13 +102,9 @@ void run_fit(const FitArgs& a) {
   s.threads = threads;
   s.adapters = a.adapters;
   s.adapter_rank = a.adapter_rank;
-  if (a.kv_type == "f16") {
-    s.kv_type = GGML_TYPE_F16;
-  } else if (a.kv_type == "q8_0") {
-    s.kv_type = GGML_TYPE_Q8_0;
-  } else {
-    fail("--kv-type '" + a.kv_type + "' is not supported (use f16 or q8_0)");
-  }
+  const auto kv_type = KvCache::type_from_name(a.kv_type);
+  if (!kv_type) fail("--kv-type: " + kv_type.error().message);
+  s.kv_type = *kv_type;
   if (!a.kv_budget.empty()) {
     auto budget = server::parse_kv_budget(a.kv_budget);
     if (!budget) fail(budget.error().message);
@@ -150,7 +146,7 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--parallel", a->parallel, "Requests at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--kv-budget", a->kv_budget,
                   "KV budget: tokens (16384) or a size (2GiB) (default: ctx x parallel)");
   cmd->add_option("--memory", a->memory,

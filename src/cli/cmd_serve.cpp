@@ -167,11 +167,12 @@ void serve(ServeArgs args) {
   fit::ServeSettings settings;
   settings.n_ctx = options.n_ctx;
   settings.parallel = options.parallel;
-  settings.kv_type = options.kv_type == "q8_0" ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+  const auto kv_type = KvCache::type_from_name(options.kv_type);
+  settings.kv_type = kv_type ? *kv_type : GGML_TYPE_F16;
   settings.kv_budget_tokens = options.kv_budget_tokens;
   settings.batch = options.step_tokens;
   settings.threads = options.threads;
-  if (options.kv_type == "f16" || options.kv_type == "q8_0") {  // else ServedModel::load names the bad type
+  if (kv_type) {  // else ServedModel::load names the bad type
     settings = plan_memory(**planned, args, settings, budget_bytes, memory);
     options.n_ctx = settings.n_ctx;
     options.parallel = settings.parallel;
@@ -298,7 +299,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--memory", args->memory,
                   "Memory graft may plan with, e.g. 12GiB (default: what is free now, minus a margin); "
                   "settings that do not fit refuse to start");
-  cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-type", args->kv_type, "KV cache type: f16, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--api-key", args->api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health")
       ->envname("GRAFT_API_KEY");

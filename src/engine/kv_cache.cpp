@@ -22,8 +22,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   if (options.n_seq_max <= 0 || options.n_seq_max > kMaxSequences) {
     return errorf("invalid_argument", "n_seq_max must be 1..{}, got {}", kMaxSequences, options.n_seq_max);
   }
-  if (options.type != GGML_TYPE_F16 && options.type != GGML_TYPE_Q8_0) {
-    return errorf("invalid_argument", "KV cache type must be f16 or q8_0, got {}",
+  if (options.type != GGML_TYPE_F16 && options.type != GGML_TYPE_Q8_0 && options.type != GGML_TYPE_Q4_0) {
+    return errorf("invalid_argument", "KV cache type must be f16, q8_0 or q4_0, got {}",
                   ggml_type_name(options.type));
   }
   if (config.n_embd_kv() % ggml_blck_size(options.type) != 0 ||
@@ -74,7 +74,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
 Result<ggml_type> KvCache::type_from_name(std::string_view name) {
   if (name == "f16") return GGML_TYPE_F16;
   if (name == "q8_0") return GGML_TYPE_Q8_0;
-  return errorf("invalid_argument", "KV cache type '{}' is not supported (use f16 or q8_0)", name);
+  if (name == "q4_0") return GGML_TYPE_Q4_0;
+  return errorf("invalid_argument", "KV cache type '{}' is not supported (use f16, q8_0 or q4_0)", name);
 }
 
 KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {

@@ -158,6 +158,7 @@ void stats(ServerContext& context, HttpRequest&, std::shared_ptr<Exchange> excha
                 {{"rows", s.batch_rows},
                  {"pending_rows", s.pending_rows},
                  {"steps", s.steps},
+                 {"kv_type", context.model.kv_type()},
                  {"kv_tokens", s.kv_tokens},
                  {"kv_bytes", s.kv_bytes},
                  {"kv_reserved_tokens", s.kv_reserved_tokens},

@@ -50,12 +50,11 @@ std::optional<ApiError> read_settings(const std::map<std::string, std::string>& 
     } else if (key == "adapter_rank") {
       error = read_int(key, value, 1, 1024, s.adapter_rank);
     } else if (key == "kv_type") {
-      if (value == "f16") {
-        s.kv_type = GGML_TYPE_F16;
-      } else if (value == "q8_0") {
-        s.kv_type = GGML_TYPE_Q8_0;
+      auto kv_type = KvCache::type_from_name(value);
+      if (kv_type) {
+        s.kv_type = *kv_type;
       } else {
-        error = bad_request(fmt::format("'kv_type' must be f16 or q8_0, got '{}'", value), key);
+        error = bad_request(fmt::format("'kv_type': {}", kv_type.error().message), key);
       }
     } else if (key == "kv_budget") {
       auto budget = parse_kv_budget(value);

@@ -1,6 +1,6 @@
 // GET /fit: graft fit's answers for the served model (the same JSON as
 // `graft fit --json`). Query parameters change the settings asked about:
-// ctx, parallel, kv_type (f16, q8_0), kv_budget (tokens or a size like
+// ctx, parallel, kv_type (f16, q8_0, q4_0), kv_budget (tokens or a size like
 // 2GiB), batch, adapters, adapter_rank; any other is a 400. The memory this
 // server holds counts as usable, as if it restarted with those settings.
 // Speeds come from the probe cached by `graft fit --probe` (null before).

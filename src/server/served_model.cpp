@@ -135,6 +135,7 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
 
   auto kv_type = KvCache::type_from_name(options.kv_type);
   if (!kv_type) return errorf(kv_type.error().code, "--kv-type: {}", kv_type.error().message);
+  served->kv_type_ = options.kv_type;
   if (options.parallel < 1 || options.parallel > ServeOptions::kMaxParallel) {
     return errorf("invalid_argument", "--parallel {}: graft runs 1 to {} requests at once", options.parallel,
                   ServeOptions::kMaxParallel);

@@ -26,7 +26,7 @@ struct ServeOptions {
   int64_t kv_budget_tokens = 0;      // 0: every running request gets a full context, if memory allows
   int parallel = 4;                  // requests in flight at once
   int threads = 0;                   // compute threads; 0: all cores
-  std::string kv_type = "f16";       // f16 or q8_0
+  std::string kv_type = "f16";       // f16, q8_0 or q4_0
   int step_tokens = 512;             // most rows in one batch
   bool prefix_cache = true;
   int compute_nice = 5;  // compute threads' niceness, or EngineConfig::kComputeIdle
@@ -65,6 +65,8 @@ class ServedModel {
   // What a request gets for the sampling fields it leaves out.
   const SamplingDefaults& sampling_defaults() const { return sampling_; }
   bool has_own_chat_template() const { return own_template_; }
+  // The KV cache's type, as --kv-type names it ("f16", "q8_0", "q4_0").
+  const std::string& kv_type() const { return kv_type_; }
   Engine& engine() { return *engine_; }
   const Engine& engine() const { return *engine_; }
 
@@ -84,6 +86,7 @@ class ServedModel {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   bool own_template_ = false;
+  std::string kv_type_ = "f16";
   SamplingDefaults sampling_;
   std::unique_ptr<Engine> engine_;  // last: stopped before the model goes
 };

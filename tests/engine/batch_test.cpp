@@ -58,7 +58,7 @@ void run_batched(testing::Engine& e, std::vector<Stream>& streams, int n) {
   }
 }
 
-void expect_batched_equals_single(const TestModelSpec& spec) {
+void expect_batched_equals_single(const TestModelSpec& spec, ggml_type kv_type = GGML_TYPE_F16) {
   constexpr int kTokens = 12;
   std::vector<Stream> streams = {
       {{128000, 791, 4062, 14198, 39935}, 0, {}, {}},
@@ -66,11 +66,11 @@ void expect_batched_equals_single(const TestModelSpec& spec) {
       {{128000, 9906}, 2, {}, {}},
       {{128000, 16, 11, 220, 17, 11, 220, 18, 11}, 5, {}, {}},
   };
-  auto batched = testing::open_engine(testing::test_model_path(spec), 1024, 8);
+  auto batched = testing::open_engine(testing::test_model_path(spec), 1024, 8, 2, kv_type);
   ASSERT_TRUE(batched.forward);
   run_batched(batched, streams, kTokens);
 
-  auto single = testing::open_engine(testing::test_model_path(spec), 1024, 8);
+  auto single = testing::open_engine(testing::test_model_path(spec), 1024, 8, 2, kv_type);
   float worst = 0.0f;
   for (size_t i = 0; i < streams.size(); ++i) {
     std::vector<std::vector<float>> logits;
@@ -102,8 +102,8 @@ void expect_batched_equals_single(const TestModelSpec& spec) {
       if (top > 0.0f) worst = std::max(worst, largest / top);
     }
   }
-  std::printf("[ batched vs single, %s %s ] largest logit deviation: %.3g of the largest logit\n",
-              spec.arch.c_str(), spec.type.c_str(), double(worst));
+  std::printf("[ batched vs single, %s %s, %s KV ] largest logit deviation: %.3g of the largest logit\n",
+              spec.arch.c_str(), spec.type.c_str(), ggml_type_name(kv_type), double(worst));
 }
 
 TEST(BatchedEqualsSingle, LlamaF16) {
@@ -129,6 +129,17 @@ TEST(BatchedEqualsSingle, Gemma3F16) {
 }
 TEST(BatchedEqualsSingle, Gemma3Q4_0) {
   expect_batched_equals_single(testing::tiny_gemma3_spec("llama-bpe", "q4_0"));
+}
+// A Q8_0 KV cache: keys and values stored in 8-bit blocks, rows of several
+// sequences reading them in one batch.
+TEST(BatchedEqualsSingle, LlamaQ4_0WithQ8_0Kv) {
+  expect_batched_equals_single(testing::tiny_spec("llama", "llama-bpe", "q4_0"), GGML_TYPE_Q8_0);
+}
+TEST(BatchedEqualsSingle, Qwen35Q8_0WithQ8_0Kv) {
+  expect_batched_equals_single(testing::tiny_qwen35_spec("llama-bpe", "q8_0"), GGML_TYPE_Q8_0);
+}
+TEST(BatchedEqualsSingle, Gemma3Q4_0WithQ8_0Kv) {
+  expect_batched_equals_single(testing::tiny_gemma3_spec("llama-bpe", "q4_0"), GGML_TYPE_Q8_0);
 }
 // Embedding, residual and logit scalings.
 TEST(BatchedEqualsSingle, MiniCpmQ8_0) {

@@ -20,7 +20,8 @@ struct Engine {
   std::unique_ptr<Forward> forward;
 };
 
-inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2) {
+inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2,
+                          ggml_type kv_type = GGML_TYPE_F16) {
   Engine e;
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
@@ -30,6 +31,7 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
   options.n_cells = n_cells;
   options.n_seq_max = n_seq;
   options.n_state_snapshots = 4;  // hybrid models
+  options.type = kv_type;
   auto cache = KvCache::create(e.model->config(), options);
   EXPECT_TRUE(cache.ok());
   e.cache = std::move(*cache);

@@ -41,7 +41,10 @@ TEST(KvCache, SizesFollowTheModelAndType) {
   EXPECT_EQ(f16->bytes_per_token(), size_t(2 * 2 * 64 * 2));  // layers x (K+V) x n_embd_kv x 2 bytes
   EXPECT_GE(f16->bytes_total(), 100 * f16->bytes_per_token());
   auto q8 = make_cache(100, 4, GGML_TYPE_Q8_0);
-  EXPECT_LT(q8->bytes_per_token(), f16->bytes_per_token());
+  auto q4 = make_cache(100, 4, GGML_TYPE_Q4_0);
+  // 34 and 18 bytes per block of 32 against 64.
+  EXPECT_EQ(q8->bytes_per_token() * 64, f16->bytes_per_token() * 34);
+  EXPECT_EQ(q4->bytes_per_token() * 64, f16->bytes_per_token() * 18);
   EXPECT_EQ(f16->cells_total(), 100);
 }
 
@@ -309,12 +312,14 @@ TEST(KvCache, PrefixCopyContinuesLikeAFreshSequence) {
   EXPECT_EQ(reused, fresh);
 }
 
-TEST(KvCache, Q8_0CacheGeneratesAsWell) {
+class QuantizedKv : public ::testing::TestWithParam<ggml_type> {};
+
+TEST_P(QuantizedKv, CacheGenerates) {
   auto model = Model::load(testing::test_model_path(testing::tiny_spec("llama", "llama-bpe", "f16")));
   ASSERT_TRUE(model.ok());
   KvCacheOptions o;
   o.n_cells = 256;
-  o.type = GGML_TYPE_Q8_0;
+  o.type = GetParam();
   auto cache = KvCache::create((*model)->config(), o);
   ASSERT_TRUE(cache.ok()) << cache.error().message;
   Forward forward(**model, **cache, 2);
@@ -323,6 +328,19 @@ TEST(KvCache, Q8_0CacheGeneratesAsWell) {
   auto r = forward.run(b);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->n_rows, 1);
+}
+INSTANTIATE_TEST_SUITE_P(KvCache, QuantizedKv, ::testing::Values(GGML_TYPE_Q8_0, GGML_TYPE_Q4_0),
+                         [](const ::testing::TestParamInfo<ggml_type>& info) {
+                           return std::string(ggml_type_name(info.param));
+                         });
+
+TEST(KvCache, TypeNames) {
+  EXPECT_EQ(*KvCache::type_from_name("f16"), GGML_TYPE_F16);
+  EXPECT_EQ(*KvCache::type_from_name("q8_0"), GGML_TYPE_Q8_0);
+  EXPECT_EQ(*KvCache::type_from_name("q4_0"), GGML_TYPE_Q4_0);
+  auto bad = KvCache::type_from_name("f32");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("'f32'"), std::string::npos) << bad.error().message;
 }
 
 TEST(ForwardErrors, BadBatchesAreRejectedAndChangeNothing) {

@@ -50,7 +50,10 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
   }
   // Prompts longer than this are read in chunks of it, as the server reads them.
   const int chunk = golden.value("prefill_chunk", 0);
-  auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1);
+  // Goldens recorded with a quantized cache (llama.cpp's -ctk/-ctv) run with the same one.
+  auto kv_type = KvCache::type_from_name(m.value("kv_type", std::string("f16")));
+  ASSERT_TRUE(kv_type.ok()) << kv_type.error().message;
+  auto e = testing::open_engine(testing::test_model_path(spec), spec.n_ctx, 1, 2, *kv_type);
   ASSERT_TRUE(e.forward);
   int n_cases = 0;
   for (const json& c : golden.at("cases")) {

@@ -69,6 +69,18 @@ TEST(BenchCommand, ARowListThatIsNotNumbersIsAClearError) {
   }
 }
 
+TEST(BenchCommand, RunsWithAQuantizedKvCacheAndNamesABadOne) {
+  Output ok = run_graft("bench " + model() +
+                        " -p 8 -n 4 -r 1 --rows 2 --batched-prompt 4 --batched-gen 4 "
+                        "--kv-type q8_0");
+  EXPECT_EQ(ok.status, 0) << ok.text;
+  EXPECT_NE(ok.text.find("KV: q8_0"), std::string::npos) << ok.text;
+  EXPECT_NE(ok.text.find("batched2"), std::string::npos) << ok.text;
+  Output bad = run_graft("bench " + model() + " -p 8 -n 4 -r 1 --rows '' --kv-type q3_k");
+  EXPECT_EQ(bad.status, 1) << bad.text;
+  EXPECT_NE(bad.text.find("'q3_k' is not supported"), std::string::npos) << bad.text;
+}
+
 TEST(TokenizeCommand, ReadsSpecialTokenTextLikeTheServerUnlessToldNotTo) {
   // Qwen2's vocabulary: <|im_start|> is one control token (151644).
   const std::string vocab = testing::bundle_vocab("qwen2");

@@ -2,6 +2,8 @@
 // say so, never quietly changed.
 #include "server/served_model.h"
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "testing/test_models.h"
@@ -33,12 +35,31 @@ TEST(ServedModel, RefusesMoreParallelRequestsThanItCanRun) {
   EXPECT_EQ((*most)->engine().config().max_running, ServeOptions::kMaxParallel);
 }
 
+// The same token budget in a quantized cache takes 34/64 (q8_0) and 18/64
+// (q4_0) of the F16 bytes, and the stats say which type it is.
+TEST(ServedModel, QuantizedKvTypesShrinkTheBudgetsBytes) {
+  std::map<std::string, int64_t> bytes;
+  for (const char* type : {"f16", "q8_0", "q4_0"}) {
+    ServeOptions options = tiny_options();
+    options.kv_type = type;
+    auto model = ServedModel::load(options);
+    ASSERT_TRUE(model.ok()) << type << ": " << model.error().message;
+    EXPECT_EQ((*model)->kv_type(), type);
+    const EngineStats stats = (*model)->engine().stats();
+    EXPECT_EQ(stats.kv_budget_tokens, options.kv_budget_tokens) << type;
+    bytes[type] = stats.kv_budget_bytes;
+  }
+  EXPECT_EQ(bytes["q8_0"] * 64, bytes["f16"] * 34);
+  EXPECT_EQ(bytes["q4_0"] * 64, bytes["f16"] * 18);
+}
+
 TEST(ServedModel, RefusesAnUnknownKvType) {
   ServeOptions options = tiny_options();
-  options.kv_type = "q4_0";
+  options.kv_type = "q5_1";
   auto model = ServedModel::load(options);
   ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.error().message.find("q4_0"), std::string::npos) << model.error().message;
+  EXPECT_NE(model.error().message.find("q5_1"), std::string::npos) << model.error().message;
+  EXPECT_NE(model.error().message.find("f16, q8_0 or q4_0"), std::string::npos) << model.error().message;
 }
 
 }  // namespace
