@@ -273,7 +273,7 @@ void Forward::set_lora_inputs(const Batch& batch) {
     }
   }
   // Unallocated when no layer reads them: a model that selects its output
-  // rows only after the last layer (qwen35) adds no delta to output rows alone.
+  // rows only after the last layer adds no delta to output rows alone.
   if (in.out_routes && in.out_routes->data) {
     const auto* out = static_cast<const int32_t*>(graph_.out_rows->data);
     auto* out_routes = static_cast<int32_t*>(in.out_routes->data);

@@ -19,6 +19,7 @@
 #include <gguf.h>
 
 #include "model/arch.h"
+#include "model/delta_net.h"
 #include "model/layers.h"
 #include "model/weights_loader.h"
 
@@ -232,6 +233,11 @@ ggml_tensor* delta_net_group(GraphContext& g, const ModelConfig& c, const LayerW
 
   ggml_tensor* g_grp = ggml_reshape_4d(ctx, group_rows(ctx, gate, grp), 1, s.n_v_heads, n_t, n_s);
   ggml_tensor* b_grp = ggml_reshape_4d(ctx, group_rows(ctx, beta, grp), 1, s.n_v_heads, n_t, n_s);
+  if (!g.training && delta_net_update_supported(hd)) {
+    // The states advance where they lie; the same numbers as the op below.
+    ggml_tensor* out = delta_net_update(ctx, q, k, v, g_grp, b_grp, state.delta, grp.slots);
+    return ggml_reshape_3d(ctx, out, hd, s.n_v_heads, n_t * n_s);
+  }
   ggml_tensor* delta = ggml_get_rows(ctx, state.delta, grp.slots);  // [delta_state_size, n_s]
   delta = ggml_reshape_4d(ctx, delta, hd, hd, s.n_v_heads, n_s);
 
@@ -287,14 +293,18 @@ ggml_tensor* build_qwen35(GraphContext& g, const Model& model) {
     const LayerWeights& l = w.layers[size_t(il)];
     ggml_tensor* h = rms_norm(g, x, l.attn_norm, c.rms_eps);
     h = c.is_recurrent(il) ? gated_delta_net(g, model, l, h, il) : gated_attention(g, model, l, h, il);
+    if (il == c.n_layer - 1) {
+      // Every row runs every mixer (the recurrent states and the KV cache
+      // need all of them); only the wanted rows go on to the last MLP.
+      h = select_output_rows(g, h);
+      x = select_output_rows(g, x);
+    }
     x = ggml_add(ctx, h, x);
     h = rms_norm(g, x, l.ffn_norm, c.rms_eps);
     h = swiglu_ffn(g, model, l, h, il);
     x = ggml_add(ctx, h, x);
   }
-  // Every row runs every layer (the recurrent states need all of them); only
-  // the wanted rows go on to the output.
-  return output_logits(g, model, select_output_rows(g, x));
+  return output_logits(g, model, x);
 }
 
 }  // namespace graft
