@@ -345,10 +345,7 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes*
     ggml_tensor* w = node->src[0];
     const bool frozen =
         w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
-    // Products of two F32 matrices (LoRA's A and B, activations) are the
-    // same sum: ggml's out_prod kernel runs one short axpy per element pair
-    // of rows, slow for rank-wide rows.
-    if (!frozen && w->type != GGML_TYPE_F32) continue;
+    if (!frozen) continue;
     if (!frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
     if (node->ne[2] != 1 || node->ne[3] != 1) continue;
     // The same node becomes the custom op: its consumers and the graph's

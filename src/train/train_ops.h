@@ -68,8 +68,7 @@ ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t,
 bool frozen_dx_supported(const ggml_tensor* w);
 
 // Replaces each out_prod node of `graph` whose first source is a frozen
-// weight (a leaf that is not a parameter or an input), or any F32 matrix
-// frozen_dx reads (LoRA's A and B, activations), with frozen_dx (the
+// weight (a leaf that is not a parameter or an input) with frozen_dx (the
 // int8 product where `transposes` holds the weight's copy). Returns how many
 // it replaced.
 int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes* transposes = nullptr);
