@@ -14,12 +14,14 @@
 #   model file       the GGUF's size (MiB)
 # Each sequence length runs the three sides in turn, the order alternating.
 #
-# Usage: bench/train.sh   (SEQS="256 512" STEPS=4 THREADS=n GRAFT=... PYTHON=/usr/bin/python3)
+# Usage: bench/train.sh   (SEQS="256 512" STEPS=4 THREADS=n GRAFT=... PYTHON=/usr/bin/python3
+#                         SIDES="graft-q4_0 graft-q4_0-ckpt graft-f16 pytorch": the sides to run)
 # Targets (issue 13): graft Q4_0 >= 2x PyTorch tok/s at seq 256; graft's
 # peak RSS at seq 512 with --grad-checkpoint <= model file + 2 GiB.
 source "$(dirname "$0")/common.sh"
 SEQS=${SEQS:-256 512}
 STEPS=${STEPS:-4}
+SIDES=${SIDES:-graft-q4_0 graft-q4_0-ckpt graft-f16 pytorch}
 PYTHON=${PYTHON:-/usr/bin/python3}
 F16=${F16:-$ROOT/.cache/bench/llama-1b-f16.gguf}
 if [ ! -f "$F16" ]; then
@@ -105,6 +107,7 @@ for seq in $SEQS; do
   sides=("graft-q4_0" "graft-q4_0-ckpt" "graft-f16" "pytorch")
   if [ $((i % 2)) = 1 ]; then sides=("pytorch" "graft-f16" "graft-q4_0-ckpt" "graft-q4_0"); fi
   for side in "${sides[@]}"; do
+    case " $SIDES " in *" $side "*) ;; *) continue ;; esac
     case $side in
       graft-q4_0) row "graft Q4_0" "$seq" "$(mib "$MODEL")" "$(graft_side "$MODEL" "$seq")" ;;
       graft-q4_0-ckpt) row "graft Q4_0 --grad-checkpoint" "$seq" "$(mib "$MODEL")" "$(graft_side "$MODEL" "$seq" --grad-checkpoint)" ;;

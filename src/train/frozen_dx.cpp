@@ -10,7 +10,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <ggml-cpu.h>
@@ -37,7 +39,9 @@ bool is_repacked(const ggml_tensor* w) {
 
 // Columns of one unit of the thread split: a whole quantization block, and
 // a whole number of strips.
+// (F32 weights: one strip, so that LoRA's rank-wide products qualify.)
 int64_t column_unit(const ggml_tensor* w) {
+  if (w->type == GGML_TYPE_F32) return kStrip;
   return std::max<int64_t>(ggml_blck_size(w->type), kQ4Block);
 }
 
@@ -158,9 +162,14 @@ void frozen_dx_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const bool repacked = is_repacked(w);
   const int64_t unit = column_unit(w);
   const int64_t n_units = n_in / unit;
-  const int64_t c_begin = n_units * ith / nth * unit;
-  const int64_t c_end = n_units * (ith + 1) / nth * unit;
-  if (c_begin == c_end) return;
+  // Threads split W's columns, or, when there are fewer column units than
+  // threads (a narrow F32 weight), dx's rows.
+  const bool split_rows = n_units < nth;
+  const int64_t c_begin = split_rows ? 0 : n_units * ith / nth * unit;
+  const int64_t c_end = split_rows ? n_in : n_units * (ith + 1) / nth * unit;
+  const int64_t r_begin = split_rows ? n_rows * ith / nth : 0;
+  const int64_t r_end = split_rows ? n_rows * (ith + 1) / nth : n_rows;
+  if (c_begin == c_end || r_begin == r_end) return;
 
   thread_local std::vector<float> tile, packed_dy, row;
   tile.resize(size_t(kChunkRows) * kTileCols);
@@ -174,13 +183,13 @@ void frozen_dx_kernel(ggml_tensor* dst, int ith, int nth, void*) {
       const int n = int(std::min<int64_t>(kChunkRows, n_out - o0));
       load_tile(w, repacked, o0, n, c0, n_cols, tile.data(), row);
       // dy rows as the kernel reads them: packed_dy[r * kChunkRows + o] = dy[o0 + o][r].
-      for (int64_t r = 0; r < n_rows; ++r) {
+      for (int64_t r = r_begin; r < r_end; ++r) {
         const char* src = static_cast<const char*>(dy->data) + r * dy->nb[0] + o0 * dy->nb[1];
         float* p = packed_dy.data() + r * kChunkRows;
         for (int o = 0; o < n; ++o) p[o] = *reinterpret_cast<const float*>(src + o * dy->nb[1]);
       }
-      for (int64_t r0 = 0; r0 < n_rows; r0 += kRowBlock) {
-        const int nr = int(std::min<int64_t>(kRowBlock, n_rows - r0));
+      for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowBlock) {
+        const int nr = int(std::min<int64_t>(kRowBlock, r_end - r0));
         const StripKernel kernel = kernel_for(nr);
         for (int s = 0; s < n_cols / kStrip; ++s) {
           kernel(tile.data() + size_t(s) * kChunkRows * kStrip, n, packed_dy.data() + r0 * kChunkRows,
@@ -191,25 +200,144 @@ void frozen_dx_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   }
 }
 
+// Rows [o0, o0 + n_rows) of w as floats, row after row: out[o * n_in + i] =
+// W[o0 + o][i]. For a repacked weight, o0 and n_rows are multiples of 8.
+void dequantize_rows(const ggml_tensor* w, bool repacked, int64_t o0, int n_rows, float* out) {
+  const int64_t n_in = w->ne[0];
+  if (repacked) {
+    const int64_t n_blocks = n_in / kQ4Block;
+    const auto* blocks = static_cast<const Q4x8*>(w->data);
+    for (int64_t g = o0 / 8; g < (o0 + n_rows) / 8; ++g) {
+      for (int64_t x = 0; x < n_blocks; ++x) {
+        const Q4x8& b = blocks[g * n_blocks + x];
+        for (int c = 0; c < 8; ++c) {
+          const float d = ggml_fp16_to_fp32(b.d[c]);
+          float* dst = out + (g * 8 + c - o0) * n_in + x * kQ4Block;
+          for (int h = 0; h < 2; ++h) {
+            for (int j = 0; j < 8; ++j) {
+              const uint8_t q = b.qs[h * 64 + c * 8 + j] ^ 0x88;
+              dst[8 * h + j] = float(int(q & 0x0F) - 8) * d;
+              dst[8 * h + j + 16] = float(int(q >> 4) - 8) * d;
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+  const auto* traits = ggml_get_type_traits(w->type);
+  for (int o = 0; o < n_rows; ++o) {
+    traits->to_float(static_cast<const char*>(w->data) + (o0 + o) * w->nb[1], out + int64_t(o) * n_in, n_in);
+  }
+}
+
+constexpr int kTransposeRows = 128;  // W rows per task of FrozenTransposes::build (a multiple of 32)
+
+// Q8_0 blocks [o0 / 32, (o0 + n_rows) / 32) of every row of wt = W^T.
+void transpose_rows(const ggml_tensor* w, ggml_tensor* wt, int64_t o0, int n_rows, std::vector<float>& rows,
+                    std::vector<float>& column) {
+  const int64_t n_in = w->ne[0];
+  rows.resize(size_t(n_rows) * size_t(n_in));
+  column.resize(size_t(n_rows));
+  dequantize_rows(w, is_repacked(w), o0, n_rows, rows.data());
+  const auto quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
+  const size_t offset = ggml_row_size(GGML_TYPE_Q8_0, o0);
+  for (int64_t i = 0; i < n_in; ++i) {
+    for (int o = 0; o < n_rows; ++o) column[size_t(o)] = rows[size_t(o) * size_t(n_in) + size_t(i)];
+    quantize(column.data(), static_cast<char*>(wt->data) + i * wt->nb[1] + offset, n_rows);
+  }
+}
+
 }  // namespace
 
 bool frozen_dx_supported(const ggml_tensor* w) {
-  if (w->ne[0] % kQ4Block != 0 || w->ne[2] != 1 || w->ne[3] != 1) return false;
-  if (is_repacked(w)) return is_q4x8(w);
+  if (w->ne[0] % column_unit(w) != 0 || w->ne[2] != 1 || w->ne[3] != 1) return false;
+  if (is_repacked(w)) return is_q4x8(w) && w->ne[0] % kQ4Block == 0;
   if (w->nb[0] != ggml_type_size(w->type)) return false;
   const auto* traits = ggml_get_type_traits(w->type);
   return w->type == GGML_TYPE_F32 || (traits->to_float && w->ne[0] % column_unit(w) == 0);
 }
 
-ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t) {
+void FrozenTransposes::build(const std::vector<const ggml_tensor*>& weights, int n_threads) {
+  std::vector<const ggml_tensor*> chosen;
+  for (const ggml_tensor* w : weights) {
+    if (!w || map_.count(w) || std::find(chosen.begin(), chosen.end(), w) != chosen.end()) continue;
+    if (!ggml_is_quantized(w->type) || !frozen_dx_supported(w) || w->ne[1] % kQ4Block != 0) continue;
+    chosen.push_back(w);
+  }
+  if (chosen.empty()) return;
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * chosen.size();
+  params.no_alloc = true;
+  ctx_.reset(ggml_init(params));
+  std::vector<ggml_tensor*> copies;
+  for (const ggml_tensor* w : chosen) {
+    copies.push_back(ggml_new_tensor_2d(ctx_.get(), GGML_TYPE_Q8_0, w->ne[1], w->ne[0]));
+    ggml_format_name(copies.back(), "%s.t_q8", w->name);
+  }
+  buffer_.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx_.get(), ggml_backend_cpu_buffer_type()));
+  GGML_ASSERT(buffer_ && "out of memory for the transposed weights");
+  // Tasks: kTransposeRows rows of one weight each, taken in turn by the threads.
+  struct Task {
+    size_t weight;
+    int64_t o0;
+  };
+  std::vector<Task> tasks;
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    for (int64_t o0 = 0; o0 < chosen[k]->ne[1]; o0 += kTransposeRows) tasks.push_back({k, o0});
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    std::vector<float> rows, column;
+    for (size_t t; (t = next.fetch_add(1)) < tasks.size();) {
+      const ggml_tensor* w = chosen[tasks[t].weight];
+      const int n = int(std::min<int64_t>(kTransposeRows, w->ne[1] - tasks[t].o0));
+      transpose_rows(w, copies[tasks[t].weight], tasks[t].o0, n, rows, column);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, n_threads); ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < chosen.size(); ++k) map_[chosen[k]] = copies[k];
+}
+
+ggml_tensor* FrozenTransposes::find(const ggml_tensor* w) const {
+  auto it = map_.find(w);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+size_t FrozenTransposes::bytes() const {
+  return buffer_ ? ggml_backend_buffer_get_size(buffer_.get()) : 0;
+}
+
+namespace {
+
+// dy for the int8 product: the tensor dy_t is the transpose view of, when
+// its rows are contiguous floats.
+ggml_tensor* untransposed(ggml_tensor* dy_t) {
+  if (dy_t->op != GGML_OP_TRANSPOSE) return nullptr;
+  ggml_tensor* dy = dy_t->src[0];
+  if (dy->type != GGML_TYPE_F32 || dy->nb[0] != sizeof(float) || dy->ne[2] != 1 || dy->ne[3] != 1)
+    return nullptr;
+  return dy;
+}
+
+}  // namespace
+
+ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t,
+                       const FrozenTransposes* transposes) {
   GGML_ASSERT(frozen_dx_supported(w));
   GGML_ASSERT(dy_t->type == GGML_TYPE_F32 && dy_t->ne[1] == w->ne[1]);
+  if (ggml_tensor* wt = transposes ? transposes->find(w) : nullptr) {
+    if (ggml_tensor* dy = untransposed(dy_t)) return ggml_mul_mat(ctx, wt, dy);
+  }
   ggml_tensor* args[2] = {w, dy_t};
   return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[0], dy_t->ne[0], 1, 1, args, 2, frozen_dx_kernel,
                         GGML_N_TASKS_MAX, nullptr);
 }
 
-int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph) {
+int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes* transposes) {
   int replaced = 0;
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
@@ -217,13 +345,15 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph) {
     ggml_tensor* w = node->src[0];
     const bool frozen =
         w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
-    if (!frozen || !frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
+    if (!frozen) continue;
+    if (!frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
     if (node->ne[2] != 1 || node->ne[3] != 1) continue;
     // The same node becomes the custom op: its consumers and the graph's
     // gradient table keep pointing at it.
-    ggml_tensor* op = frozen_dx(ctx, w, node->src[1]);
+    ggml_tensor* op = frozen_dx(ctx, w, node->src[1], transposes);
     node->op = op->op;
     std::memcpy(node->op_params, op->op_params, sizeof(node->op_params));
+    for (int s = 0; s < GGML_MAX_SRC; ++s) node->src[s] = op->src[s];
     ++replaced;
   }
   return replaced;

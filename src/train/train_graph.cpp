@@ -124,6 +124,25 @@ Status TrainGraph::build(const Shape& shape) {
     };
   }
 
+  if (shape.train && options_.int8_dx && !transposes_built_) {
+    // The frozen weights whose dx the backward computes: the head's and
+    // every trained layer's (the lowest one's input needs none, so neither
+    // do its q, k and v).
+    const ModelWeights& w = model_.weights();
+    std::vector<const ggml_tensor*> weights{w.output};
+    for (int l = first_trained_layer_; l < c.n_layer; ++l) {
+      const LayerWeights& lw = w.layers[size_t(l)];
+      if (l > first_trained_layer_) weights.insert(weights.end(), {lw.wq, lw.wk, lw.wv});
+      weights.insert(weights.end(), {lw.wo, lw.ffn_gate, lw.ffn_up, lw.ffn_down});
+    }
+    transposes_.build(weights, options_.n_threads);
+    transposes_built_ = true;
+    if (transposes_.count() > 0) {
+      GRAFT_LOG_DEBUG("train: {} frozen weights transposed to Q8_0 for the backward ({} MiB)",
+                      transposes_.count(), transposes_.bytes() >> 20);
+    }
+  }
+
   built_ = std::move(b);
   shape_ = shape;
   build_forward(*built_, shape.train);
@@ -143,7 +162,8 @@ size_t graph_size(const ModelConfig& c, int n_layers, int64_t n_chunks) {
 // Runs ggml's backward for the stand-in loss, with the LoRA gradients going
 // into their accumulators, then moves products with frozen weights to frozen_dx.
 void add_backward(ggml_context* ctx, ggml_cgraph* graph, ggml_tensor* loss, ggml_tensor* one,
-                  const std::unordered_map<const ggml_tensor*, ggml_tensor*>& accumulators) {
+                  const std::unordered_map<const ggml_tensor*, ggml_tensor*>& accumulators,
+                  const FrozenTransposes* transposes) {
   std::vector<ggml_tensor*> grad_accs(size_t(ggml_graph_n_nodes(graph)), nullptr);
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
@@ -154,7 +174,7 @@ void add_backward(ggml_context* ctx, ggml_cgraph* graph, ggml_tensor* loss, ggml
     }
   }
   ggml_build_backward_expand(ctx, graph, grad_accs.data());
-  use_frozen_dx(ctx, graph);
+  use_frozen_dx(ctx, graph, transposes);
 }
 
 std::unordered_map<const ggml_tensor*, ggml_tensor*> accumulators_of(const LoraParams& params) {
@@ -194,7 +214,7 @@ ggml_tensor* TrainGraph::build_head(Built& b, Graph& g, ggml_tensor* hidden, boo
       continue;
     }
     // logits = W_out (rms_norm(x) * norm_weight): back through each step.
-    ggml_tensor* dnormed = frozen_dx(ctx, w.output, ggml_transpose(ctx, dlogits));
+    ggml_tensor* dnormed = frozen_dx(ctx, w.output, ggml_transpose(ctx, dlogits), transposes());
     ggml_tensor* dx = ggml_rms_norm_back(ctx, ggml_mul(ctx, dnormed, w.output_norm), x, c.rms_eps);
     ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, grad_out, dx, part(b.loss_rows64)));
   }
@@ -241,7 +261,7 @@ void TrainGraph::build_forward(Built& b, bool train) {
   ggml_tensor* loss = ggml_sum(g.ctx, ggml_mul(g.ctx, x, grad_out));
   ggml_set_loss(loss);
   ggml_build_forward_expand(g.graph, loss);
-  add_backward(g.ctx, g.graph, loss, b.one, accumulators_of(params_));
+  add_backward(g.ctx, g.graph, loss, b.one, accumulators_of(params_), transposes());
 }
 
 void TrainGraph::build_segment(Built& b, int layer) {
@@ -267,7 +287,7 @@ void TrainGraph::build_segment(Built& b, int layer) {
   ggml_tensor* loss = ggml_sum(g.ctx, ggml_mul(g.ctx, x, b.grad[(layer + 1) % 2]));
   ggml_set_loss(loss);
   ggml_build_forward_expand(g.graph, loss);
-  add_backward(g.ctx, g.graph, loss, b.one, accumulators_of(params_));
+  add_backward(g.ctx, g.graph, loss, b.one, accumulators_of(params_), transposes());
   if (input_grad) {
     ggml_tensor* dx = ggml_graph_get_grad(g.graph, input);
     ggml_build_forward_expand(g.graph, ggml_cpy(g.ctx, dx, b.grad[layer % 2]));

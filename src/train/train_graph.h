@@ -41,6 +41,9 @@ struct TrainGraphOptions {
   float dropout = 0.0f;
   bool grad_checkpoint = false;
   int n_threads = 1;
+  // dx through frozen quantized weights as an int8 product over transposed
+  // Q8_0 copies (FrozenTransposes); false: frozen_dx's F32 product.
+  bool int8_dx = true;
 };
 
 // Per-row losses of a micro-batch (in loss_rows order).
@@ -93,6 +96,7 @@ class TrainGraph {
   ggml_tensor* build_head(Built& b, Graph& g, ggml_tensor* hidden, bool train);
   void set_inputs(Built& b, const MicroBatch& batch);
   Status compute(Graph& g);
+  const FrozenTransposes* transposes() const { return options_.int8_dx ? &transposes_ : nullptr; }
 
   const Model& model_;
   LoraParams& params_;
@@ -102,6 +106,8 @@ class TrainGraph {
   uint64_t dropout_step_key_ = 0;
   std::vector<DropoutKey> dropout_keys_;  // per (layer, target)
 
+  FrozenTransposes transposes_;  // made by the first training build
+  bool transposes_built_ = false;
   CpuBackend backend_;
   ggml_gallocr_ptr allocator_{ggml_gallocr_new(ggml_backend_cpu_buffer_type())};
   std::unique_ptr<Built> built_;

@@ -7,6 +7,11 @@
 //   out_prod(W, dy^T), whose CPU kernel dequantizes every row of W again for
 //   every row of dy (and cannot read repacked weights); use_frozen_dx turns
 //   those nodes of a backward graph into this op.
+// - FrozenTransposes: for quantized weights, W^T held once as Q8_0 (rows
+//   along W's output dimension), so that dx = W^T dy becomes an ordinary
+//   ggml_mul_mat: ggml rounds dy to Q8_0 blocks and multiplies in int8, as
+//   the forward rounds x for a Q4_0 or Q8_0 weight. See docs/training.md
+//   (the backward's precision).
 // - cross_entropy_rows: per-row cross entropy over the vocabulary against an
 //   integer label, computing the loss of each row and, in place, the
 //   gradient of the weighted loss sum w.r.t. the logits. ggml's own loss
@@ -16,26 +21,57 @@
 //   checkpointing recomputes layers) and needs no state to resume.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <unordered_map>
+#include <vector>
 
+#include <ggml-backend.h>
+#include <ggml-cpp.h>
 #include <ggml.h>
 
 namespace graft {
+
+// Transposed Q8_0 copies of frozen quantized weights: for W [n_in, n_out],
+// W^T [n_out, n_in] in Q8_0 (each block 32 of W's output rows, one input
+// column). The copy rounds W's values a second time, to 8 bits per block of
+// 32 output rows; the product rounds dy to Q8_0 as the forward rounds x.
+class FrozenTransposes {
+ public:
+  // Makes the copy of every weight in `weights` that is quantized (not F32,
+  // F16 or BF16), frozen_dx_supported and has a multiple of 32 rows; the
+  // others stay on frozen_dx's F32 product. Uses n_threads threads.
+  void build(const std::vector<const ggml_tensor*>& weights, int n_threads);
+  // W^T for w, or nullptr.
+  ggml_tensor* find(const ggml_tensor* w) const;
+  size_t bytes() const;
+  size_t count() const { return map_.size(); }
+
+ private:
+  ggml_context_ptr ctx_;
+  ggml_backend_buffer_ptr buffer_;
+  std::unordered_map<const ggml_tensor*, ggml_tensor*> map_;
+};
 
 // w: [n_in, n_out], a frozen weight; dy_t: F32 [n_rows, n_out] (the
 // transpose view of dy [n_out, n_rows], as ggml's backward passes it).
 // Returns F32 [n_in, n_rows] = W^T dy. Sums run over W's rows in order, so
 // the result does not depend on the thread count.
-ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t);
+// With `transposes` holding w's copy (and dy_t the transpose view of a
+// tensor with contiguous rows), the product is ggml_mul_mat(W^T, dy) in
+// int8 instead (see FrozenTransposes).
+ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t,
+                       const FrozenTransposes* transposes = nullptr);
 
 // Whether frozen_dx reads this weight's layout (every plain layout with a
 // to_float, and repacked Q4_0 on x86).
 bool frozen_dx_supported(const ggml_tensor* w);
 
 // Replaces each out_prod node of `graph` whose first source is a frozen
-// weight (a leaf that is not a parameter or an input) with frozen_dx.
-// Returns how many it replaced.
-int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph);
+// weight (a leaf that is not a parameter or an input) with frozen_dx (the
+// int8 product where `transposes` holds the weight's copy). Returns how many
+// it replaced.
+int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes* transposes = nullptr);
 
 // logits: F32 [n_vocab, n_rows] (contiguous), labels: I32 [n_rows],
 // weights: F32 [n_rows], loss: F64 [n_rows], which must keep its memory

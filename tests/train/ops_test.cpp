@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -56,9 +57,10 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
 }
 
 // dx = W^T dy for W [n_in, n_out] of `type`, with the weight in a buffer of
-// `buffer_type` (ggml's repack buffer repacks Q4_0 when it is set).
+// `buffer_type` (ggml's repack buffer repacks Q4_0 when it is set). With
+// int8, through the weight's transposed Q8_0 copy (FrozenTransposes).
 void check_frozen_dx(ggml_type type, ggml_backend_buffer_type_t buffer_type, int64_t n_in, int64_t n_out,
-                     int64_t n_rows) {
+                     int64_t n_rows, bool int8 = false) {
   const std::vector<float> w_f32 = random_values(size_t(n_in * n_out), 1);
   const std::vector<float> dy = random_values(size_t(n_out * n_rows), 2);
   // The weight in its type, and the floats it stands for.
@@ -80,24 +82,59 @@ void check_frozen_dx(ggml_type type, ggml_backend_buffer_type_t buffer_type, int
   c.alloc(ggml_backend_cpu_buffer_type());
   ggml_backend_tensor_set(grad, dy.data(), 0, dy.size() * sizeof(float));
   ASSERT_TRUE(frozen_dx_supported(w)) << ggml_type_name(type);
-  ggml_tensor* dx = frozen_dx(c.ctx.get(), w, ggml_transpose(c.ctx.get(), grad));
+  FrozenTransposes transposes;
+  if (int8) {
+    transposes.build({w}, 2);
+    ASSERT_EQ(transposes.count(), 1u) << ggml_type_name(type);
+    ASSERT_EQ(transposes.bytes(), ggml_row_size(GGML_TYPE_Q8_0, n_out) * size_t(n_in));
+  }
+  ggml_tensor* dx =
+      frozen_dx(c.ctx.get(), w, ggml_transpose(c.ctx.get(), grad), int8 ? &transposes : nullptr);
+  ASSERT_EQ(dx->op, int8 ? GGML_OP_MUL_MAT : GGML_OP_CUSTOM);
   c.run(dx);
   std::vector<float> out(size_t(n_in * n_rows));
   ggml_backend_tensor_get(dx, out.data(), 0, out.size() * sizeof(float));
 
-  double worst = 0.0;
+  // dy as the forward would round an activation for this weight: Q8_0
+  // blocks of 32 (the int8 path's yardstick).
+  std::vector<float> dy_q8(dy.size());
+  {
+    std::vector<uint8_t> q(ggml_row_size(GGML_TYPE_Q8_0, n_out) * size_t(n_rows));
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, dy.data(), q.data(), 0, n_rows, n_out, nullptr);
+    ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(q.data(), dy_q8.data(), int64_t(dy.size()));
+  }
+
+  double worst = 0.0, err2 = 0.0, err2_q8 = 0.0, ref2 = 0.0;
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int64_t i = 0; i < n_in; ++i) {
-      double want = 0.0, scale = 0.0;
+      double want = 0.0, scale = 0.0, rounded = 0.0;
       for (int64_t o = 0; o < n_out; ++o) {
         want += double(w_ref[size_t(o * n_in + i)]) * dy[size_t(r * n_out + o)];
+        rounded += double(w_ref[size_t(o * n_in + i)]) * dy_q8[size_t(r * n_out + o)];
         scale += std::abs(double(w_ref[size_t(o * n_in + i)]) * dy[size_t(r * n_out + o)]);
       }
-      worst = std::max(worst, std::abs(double(out[size_t(r * n_in + i)]) - want) / std::max(scale, 1e-30));
+      const double got = out[size_t(r * n_in + i)];
+      worst = std::max(worst, std::abs(got - want) / std::max(scale, 1e-30));
+      err2 += (got - want) * (got - want);
+      err2_q8 += (rounded - want) * (rounded - want);
+      ref2 += want * want;
     }
   }
-  // Error relative to the sum of magnitudes: float rounding only.
-  EXPECT_LT(worst, 1e-6) << ggml_type_name(type) << " " << n_in << "x" << n_out << " rows " << n_rows;
+  if (!int8) {
+    // Error relative to the sum of magnitudes: float rounding only.
+    EXPECT_LT(worst, 1e-6) << ggml_type_name(type) << " " << n_in << "x" << n_out << " rows " << n_rows;
+    return;
+  }
+  // The int8 product rounds dy to Q8_0 (as the forward rounds x: alone that
+  // is an error of rel_q8, about 0.5% of the norm on normal data) and W's
+  // values once more to 8 bits per 32 output rows (about as much again).
+  // So: within 2x of dy's rounding alone, and 1.5% of the norm.
+  const double rel = std::sqrt(err2 / ref2), rel_q8 = std::sqrt(err2_q8 / ref2);
+  EXPECT_LT(rel, 2.0 * rel_q8) << ggml_type_name(type) << " " << n_in << "x" << n_out << " rows " << n_rows;
+  EXPECT_LT(rel, 1.5e-2) << ggml_type_name(type) << " " << n_in << "x" << n_out << " rows " << n_rows;
+  EXPECT_GT(rel, 0.0);  // it did take the int8 path
+  std::printf("int8 dx %s %lldx%lld rows %lld: rel error %.4f (dy's Q8_0 rounding alone %.4f)\n",
+              ggml_type_name(type), (long long)n_in, (long long)n_out, (long long)n_rows, rel, rel_q8);
 }
 
 TEST(FrozenDx, MatchesDequantizedReferenceForEveryPlainType) {
@@ -110,6 +147,9 @@ TEST(FrozenDx, MatchesDequantizedReferenceForEveryPlainType) {
 TEST(FrozenDx, OddRowAndColumnCounts) {
   check_frozen_dx(GGML_TYPE_Q8_0, ggml_backend_cpu_buffer_type(), 96, 300, 1);
   check_frozen_dx(GGML_TYPE_F32, ggml_backend_cpu_buffer_type(), 288, 5, 13);
+  // One strip of columns (LoRA's rank 16): the threads split dx's rows.
+  check_frozen_dx(GGML_TYPE_F32, ggml_backend_cpu_buffer_type(), 16, 300, 50);
+  check_frozen_dx(GGML_TYPE_F32, ggml_backend_cpu_buffer_type(), 16, 7, 1);
 }
 
 TEST(FrozenDx, ReadsRepackedQ4_0) {
@@ -118,6 +158,35 @@ TEST(FrozenDx, ReadsRepackedQ4_0) {
   if (!repack) repack = ggml_backend_cpu_buffer_type();
   check_frozen_dx(GGML_TYPE_Q4_0, repack, 512, 136, 9);
   check_frozen_dx(GGML_TYPE_Q4_0, repack, 2048, 64, 3);
+}
+
+TEST(FrozenDx, Int8ThroughTransposedQ8_0Copies) {
+  for (ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+    check_frozen_dx(type, ggml_backend_cpu_buffer_type(), 512, 160, 7, true);
+  }
+  ggml_backend_buffer_type_t repack = repack_buffer_type();
+  if (!repack) repack = ggml_backend_cpu_buffer_type();
+  check_frozen_dx(GGML_TYPE_Q4_0, repack, 512, 136 + 24, 9, true);
+  check_frozen_dx(GGML_TYPE_Q4_0, repack, 2048, 64, 300, true);
+}
+
+TEST(FrozenDx, TransposesOnlyQuantizedWeightsWithWholeBlocksOfRows) {
+  Compute c;
+  ggml_tensor* f16 = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_F16, 64, 64);
+  ggml_tensor* odd = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_Q8_0, 64, 40);
+  ggml_tensor* q8 = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_Q8_0, 64, 96);
+  c.alloc(ggml_backend_cpu_buffer_type());
+  FrozenTransposes transposes;
+  transposes.build({f16, odd, q8, q8}, 1);
+  EXPECT_EQ(transposes.count(), 1u);
+  EXPECT_EQ(transposes.find(f16), nullptr);
+  EXPECT_EQ(transposes.find(odd), nullptr);
+  ASSERT_NE(transposes.find(q8), nullptr);
+  EXPECT_EQ(transposes.find(q8)->ne[0], 96);
+  EXPECT_EQ(transposes.find(q8)->ne[1], 64);
+  // Without a copy, frozen_dx stays on its F32 product.
+  ggml_tensor* dy = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_F32, 40, 3);
+  EXPECT_EQ(frozen_dx(c.ctx.get(), odd, ggml_transpose(c.ctx.get(), dy), &transposes)->op, GGML_OP_CUSTOM);
 }
 
 TEST(CrossEntropyRows, LossAndGradientMatchLogSoftmax) {
