@@ -37,6 +37,12 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # of 1e6, as Gemma 3 1B has, scaled down. Its own output matrix (not tied):
 # a random tied embedding, scaled up by sqrt(n_embd) on the way in, makes
 # every continuation repeat its last token.
+# gemma4: Gemma 4 E2B's layout scaled down: 10 layers, 4 local (sliding over 4
+# positions) then 1 global, local heads half as wide as the global ones (64
+# and 128), one key/value head, the last 5 layers sharing the keys and values
+# of layers 3 and 4 with twice the FFN width, 32-wide per-layer inputs,
+# partial rope on the global layers (base 1e6), a final logit softcap of 30.
+# Its own output matrix, as for gemma3.
 # minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and
 # logit scalings (make-test-model's defaults: scale_emb 12, scale_depth 1.4,
 # dim_model_base 64).
@@ -47,19 +53,25 @@ KV_TYPE=${KV_TYPE:-f16}
 KV_ARGS=()
 KV_SUFFIX=
 if [ "$KV_TYPE" != f16 ]; then KV_ARGS=(-ctk "$KV_TYPE" -ctv "$KV_TYPE" -fa on); KV_SUFFIX=-kv-$KV_TYPE; fi
-ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm minicpm:llama-spm}
+ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm gemma4:llama-spm minicpm:llama-spm}
 TYPES=${TYPES:-f16 q8_0 q4_0}
 
 for arch_vocab in $ARCHS; do
   arch=${arch_vocab%%:*}
   vocab=${arch_vocab##*:}
-  LAYERS=2 TIED=0 CHUNK=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000
+  LAYERS=2 TIED=0 CHUNK=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000 MORE='{}'
   if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 CHUNK=512 EXTRA=(--tied); fi
   if [ "$arch" = minicpm ]; then LAYERS=4; fi
   if [ "$arch" = gemma3 ]; then
     LAYERS=6 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
     EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
       --rope-base $ROPE_BASE)
+  fi
+  if [ "$arch" = gemma4 ]; then
+    LAYERS=10 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=5 ROPE_BASE=1000000
+    EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
+      --rope-base $ROPE_BASE --head-dim-local 64 --shared-kv-layers 5 --per-layer-embd 32 --logit-softcap 30)
+    MORE='{"head_dim_local": 64, "shared_kv_layers": 5, "per_layer_embd": 32, "logit_softcap": 30}'
   fi
   for type in $TYPES; do
     name=$arch-$type$KV_SUFFIX
@@ -76,7 +88,7 @@ for arch_vocab in $ARCHS; do
     done
     python3 - "$PORT" "$OUT/$name.json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS $KVH $FFN $CTX $SEED \
       $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" $TIED $CHUNK \
-      $HEAD_DIM $SLIDING $PATTERN $ROPE_BASE "$KV_TYPE" <<'PY'
+      $HEAD_DIM $SLIDING $PATTERN $ROPE_BASE "$KV_TYPE" "$MORE" <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
@@ -84,6 +96,7 @@ build = sys.argv[14]
 tied, chunk = map(int, sys.argv[15:17])
 head_dim, sliding, pattern, rope_base = map(int, sys.argv[17:21])
 kv_type = sys.argv[21]
+more = json.loads(sys.argv[22])  # the family's own shape fields, as parity_test.cpp reads them
 
 def post(endpoint, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{endpoint}", data=json.dumps(body).encode(),
@@ -134,6 +147,7 @@ if head_dim:
     golden["model"]["head_dim"] = head_dim
 if rope_base != 10000:
     golden["model"]["rope_base"] = rope_base
+golden["model"].update(more)
 if sliding:
     golden["model"]["sliding_window"] = sliding
     golden["model"]["sliding_window_pattern"] = pattern

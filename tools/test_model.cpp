@@ -91,9 +91,29 @@ SsmShape ssm_shape(const TestModelSpec& s, int head_dim) {
 
 Status check_spec(const TestModelSpec& s) {
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen35" &&
-      s.arch != "gemma3" && s.arch != "minicpm") {
+      s.arch != "gemma3" && s.arch != "gemma4" && s.arch != "minicpm") {
     return errorf("invalid_argument",
-                  "unsupported architecture '{}' (llama, qwen2, qwen3, qwen35, gemma3, minicpm)", s.arch);
+                  "unsupported architecture '{}' (llama, qwen2, qwen3, qwen35, gemma3, gemma4, minicpm)",
+                  s.arch);
+  }
+  if (s.arch == "gemma4") {
+    const int head_dim = s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
+    const int local = s.head_dim_local > 0 ? s.head_dim_local : head_dim / 2;
+    const int period = s.sliding_window_pattern;
+    const int kv_from = s.n_layer - s.shared_kv_layers;
+    if (s.sliding_window <= 0 || period < 2 || local <= 0 || local > head_dim || head_dim % 8 != 0 ||
+        s.n_embd_per_layer < 0) {
+      return errorf("invalid_argument",
+                    "gemma4 needs a sliding window, a pattern of 2 or more, local heads no wider than the "
+                    "global ones and global heads a multiple of 8 wide");
+    }
+    // llama.cpp shares the global layer just before the shared ones and the local one before that.
+    if (s.shared_kv_layers < 0 ||
+        (s.shared_kv_layers > 0 && (kv_from < 2 || kv_from % period != 0 || period < 2))) {
+      return errorf(
+          "invalid_argument",
+          "gemma4's shared-KV layers must start right after a global layer (a multiple of the pattern)");
+    }
   }
   if (s.arch == "minicpm" && (!(s.scale_emb > 0) || !(s.scale_depth > 0) || s.dim_model_base <= 0)) {
     return errorf("invalid_argument", "minicpm needs positive scale_emb, scale_depth and dim_model_base");
@@ -153,8 +173,12 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
   const int64_t block = ggml_blck_size(wtype->type);
   const bool hybrid = spec.arch == "qwen35";
   const SsmShape ssm = ssm_shape(spec, head_dim);
+  const int gemma4_local = spec.head_dim_local > 0 ? spec.head_dim_local : head_dim / 2;
   for (int64_t width : {int64_t(spec.n_embd), int64_t(spec.n_ff), int64_t(spec.n_head) * head_dim,
-                        hybrid ? ssm.value_dim() : int64_t(spec.n_embd)}) {
+                        hybrid ? ssm.value_dim() : int64_t(spec.n_embd),
+                        spec.arch == "gemma4" ? int64_t(spec.n_head) * gemma4_local : int64_t(spec.n_embd),
+                        spec.arch == "gemma4" && spec.n_embd_per_layer > 0 ? int64_t(spec.n_embd_per_layer)
+                                                                           : int64_t(spec.n_embd)}) {
     if (width % block != 0) {
       return errorf("invalid_argument", "type {} needs row widths that are multiples of {}, got {}",
                     spec.type, block, width);
@@ -216,6 +240,42 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
     }
     if (spec.final_logit_softcap > 0.0f) {
       gguf_set_val_f32(meta.get(), key("final_logit_softcapping").c_str(), spec.final_logit_softcap);
+    }
+  }
+  const bool gemma4 = spec.arch == "gemma4";
+  const int head_dim_local = gemma4_local;
+  const int kv_from = spec.n_layer - spec.shared_kv_layers;
+  auto is_local = [&](int l) { return (l + 1) % spec.sliding_window_pattern != 0; };
+  auto layer_ff = [&](int l) {
+    return gemma4 && spec.double_wide_ffn && l >= kv_from ? 2 * spec.n_ff : spec.n_ff;
+  };
+  const int64_t n_pl = gemma4 ? spec.n_embd_per_layer : 0;
+  if (gemma4) {
+    gguf_set_val_u32(meta.get(), key("attention.sliding_window").c_str(),
+                     static_cast<uint32_t>(spec.sliding_window));
+    std::vector<int8_t> local(size_t(spec.n_layer));
+    for (int l = 0; l < spec.n_layer; ++l) local[size_t(l)] = is_local(l) ? 1 : 0;
+    gguf_set_arr_data(meta.get(), key("attention.sliding_window_pattern").c_str(), GGUF_TYPE_BOOL,
+                      local.data(), local.size());
+    gguf_set_val_f32(meta.get(), key("rope.freq_base_swa").c_str(), spec.rope_freq_base_local);
+    gguf_set_val_u32(meta.get(), key("attention.key_length_swa").c_str(),
+                     static_cast<uint32_t>(head_dim_local));
+    gguf_set_val_u32(meta.get(), key("attention.value_length_swa").c_str(),
+                     static_cast<uint32_t>(head_dim_local));
+    gguf_set_val_u32(meta.get(), key("rope.dimension_count_swa").c_str(),
+                     static_cast<uint32_t>(head_dim_local));
+    gguf_set_val_u32(meta.get(), key("attention.shared_kv_layers").c_str(),
+                     static_cast<uint32_t>(spec.shared_kv_layers));
+    gguf_set_val_u32(meta.get(), key("embedding_length_per_layer_input").c_str(),
+                     static_cast<uint32_t>(n_pl));
+    if (spec.final_logit_softcap > 0.0f) {
+      gguf_set_val_f32(meta.get(), key("final_logit_softcapping").c_str(), spec.final_logit_softcap);
+    }
+    if (spec.double_wide_ffn && spec.shared_kv_layers > 0) {
+      std::vector<int32_t> widths(size_t(spec.n_layer));
+      for (int l = 0; l < spec.n_layer; ++l) widths[size_t(l)] = layer_ff(l);
+      gguf_set_arr_data(meta.get(), key("feed_forward_length").c_str(), GGUF_TYPE_INT32, widths.data(),
+                        widths.size());
     }
   }
   const bool minicpm = spec.arch == "minicpm";
@@ -298,6 +358,53 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
                       }
                     }});
   }
+  if (gemma4) {
+    // Gemma 4's proportional rope on the global layers: a quarter of each
+    // head rotates, the rest is stopped by huge frequency divisors.
+    const int pairs = head_dim / 2, rotated = head_dim / 8;
+    plan.push_back({"rope_freqs.weight", {pairs}, GGML_TYPE_F32, [=](std::vector<float>& d) {
+                      for (int i = 0; i < pairs; ++i) d[size_t(i)] = i < rotated ? 1.0f : 1e30f;
+                    }});
+    if (n_pl > 0) {
+      plan.push_back({"per_layer_token_embd.weight",
+                      {n_pl * spec.n_layer, n_vocab},
+                      wtype->type,
+                      [=](std::vector<float>& d) {
+                        fill_uniform(d, name_seed(seed, "per_layer_token_embd.weight"), 1.0f);
+                      }});
+      matrix("per_layer_model_proj.weight", spec.n_embd, n_pl * spec.n_layer,
+             1.0f / std::sqrt(float(spec.n_embd)));
+      norm("per_layer_proj_norm.weight", n_pl);
+    }
+  }
+  for (int l = 0; l < spec.n_layer && gemma4; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t hd = is_local(l) ? head_dim_local : head_dim;
+    const int64_t qw = int64_t(spec.n_head) * hd, kvw = int64_t(spec.n_head_kv) * hd;
+    const int64_t ff = layer_ff(l);
+    const float in_std = 1.0f / std::sqrt(float(spec.n_embd));
+    norm(p + "attn_norm.weight", spec.n_embd);
+    matrix(p + "attn_q.weight", spec.n_embd, qw, in_std);
+    norm(p + "attn_q_norm.weight", hd);
+    if (l < kv_from) {
+      matrix(p + "attn_k.weight", spec.n_embd, kvw, in_std);
+      matrix(p + "attn_v.weight", spec.n_embd, kvw, in_std);
+      norm(p + "attn_k_norm.weight", hd);
+    }
+    matrix(p + "attn_output.weight", qw, spec.n_embd, 1.0f / std::sqrt(float(qw)));
+    norm(p + "post_attention_norm.weight", spec.n_embd);
+    norm(p + "ffn_norm.weight", spec.n_embd);
+    matrix(p + "ffn_gate.weight", spec.n_embd, ff, in_std);
+    matrix(p + "ffn_up.weight", spec.n_embd, ff, in_std);
+    matrix(p + "ffn_down.weight", ff, spec.n_embd, 1.0f / std::sqrt(float(ff)));
+    norm(p + "post_ffw_norm.weight", spec.n_embd);
+    norm(p + "layer_output_scale.weight", 1);
+    if (n_pl > 0) {
+      matrix(p + "inp_gate.weight", spec.n_embd, n_pl, in_std);
+      matrix(p + "proj.weight", n_pl, spec.n_embd, 1.0f / std::sqrt(float(n_pl)));
+      norm(p + "post_norm.weight", spec.n_embd);
+    }
+  }
   const int64_t q_width = int64_t(spec.n_head) * head_dim;
   const int64_t kv_width = int64_t(spec.n_head_kv) * head_dim;
   const float in_std = 1.0f / std::sqrt(float(spec.n_embd));
@@ -342,7 +449,7 @@ Status write_test_model(const TestModelSpec& spec, const std::string& path) {
     matrix(p + "ffn_up.weight", spec.n_embd, spec.n_ff, in_std);
     matrix(p + "ffn_down.weight", spec.n_ff, spec.n_embd, 1.0f / std::sqrt(float(spec.n_ff)));
   }
-  for (int l = 0; l < spec.n_layer && !hybrid; ++l) {
+  for (int l = 0; l < spec.n_layer && !hybrid && !gemma4; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight", spec.n_embd);
     matrix(p + "attn_q.weight", spec.n_embd, q_width, 1.0f / std::sqrt(float(spec.n_embd)));

@@ -11,7 +11,7 @@
 namespace graft {
 
 struct TestModelSpec {
-  std::string arch = "llama";  // "llama", "qwen2", "qwen3", "qwen35", "gemma3" or "minicpm"
+  std::string arch = "llama";  // "llama", "qwen2", "qwen3", "qwen35", "gemma3", "gemma4" or "minicpm"
   std::string vocab_path;      // a GGUF holding tokenizer.ggml.* metadata
   std::string name = "graft-test-model";
   int n_embd = 256;
@@ -48,6 +48,16 @@ struct TestModelSpec {
   int sliding_window_pattern = 3;
   float rope_freq_base_local = 10000.0f;
   float final_logit_softcap = 0.0f;
+  // gemma4 (also uses the gemma3 fields above): local layers have heads
+  // head_dim_local wide (0: half the global ones); global layers rope a
+  // quarter of each head, through rope_freqs.weight; the last
+  // shared_kv_layers layers reuse earlier layers' keys and values and, with
+  // double_wide_ffn, have twice the FFN width; each layer gets an
+  // n_embd_per_layer-wide per-layer input (0: none). Gemma 4 E2B's layout.
+  int head_dim_local = 0;
+  int shared_kv_layers = 2;
+  int n_embd_per_layer = 32;
+  bool double_wide_ffn = true;
   // minicpm only: MiniCPM's scalings (scale_emb, scale_depth, dim_model_base).
   float scale_emb = 12.0f;
   float scale_depth = 1.4f;

@@ -130,7 +130,7 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
     return out.ok() ? *out : std::string();
   };
   ChatTemplateCaps& caps = t.caps_;
-  caps.thinking = contains(*t.source_, "<think>");
+  caps.thinking = contains(*t.source_, "<think>") || contains(*t.source_, "<|channel>thought");
   // A template that cannot render even one user message (it needs kwargs
   // graft does not know) teaches nothing: keep the defaults.
   if (!contains(probe(Json::array({user(kUserProbe)}), nullptr), kUserProbe)) return t;

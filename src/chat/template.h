@@ -41,7 +41,7 @@ struct ChatTemplateCaps {
   bool tool_responses = false;   // renders role "tool" messages
   bool object_arguments = true;  // takes tool-call arguments as objects (else as JSON text)
   bool typed_content = false;    // takes content as a list of parts
-  bool thinking = false;         // knows <think> blocks
+  bool thinking = false;         // knows <think> blocks (or Gemma 4's thought channel)
 };
 
 class ChatTemplate {

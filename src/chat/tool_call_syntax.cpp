@@ -162,8 +162,128 @@ std::optional<ChatJson> call_from_xml(std::string_view body) {
   return make_call(std::move(name), arguments.dump(), make_tool_call_id(ToolCallFormat::qwen_xml));
 }
 
+namespace {
+
+// A reader of Gemma 4's argument syntax, into JSON; nullopt on anything else.
+class GemmaValueReader {
+ public:
+  explicit GemmaValueReader(std::string_view s) : s_(s) {}
+  std::size_t pos() const { return i_; }
+
+  std::optional<ChatJson> value(int depth) {
+    if (depth > 64) return std::nullopt;
+    i_ = skip_space(s_, i_);
+    std::string_view rest = s_.substr(i_);
+    if (rest.starts_with(kGemmaQuote)) return quoted();
+    if (rest.starts_with("{")) return object(depth);
+    if (rest.starts_with("[")) return array(depth);
+    // A bare literal runs to the next separator.
+    std::size_t end = i_;
+    while (end < s_.size() && s_[end] != ',' && s_[end] != '}' && s_[end] != ']') ++end;
+    std::string_view word = trim(s_.substr(i_, end - i_));
+    if (word.empty()) return std::nullopt;
+    ChatJson j = parse_json(word);
+    if (j.is_discarded() || j.is_object() || j.is_array() || j.is_string()) return std::nullopt;
+    i_ = end;
+    return j;
+  }
+
+  // {key:value,...}; keys bare (up to ':') or quoted.
+  std::optional<ChatJson> object(int depth) {
+    ChatJson out = ChatJson::object();
+    ++i_;  // '{'
+    i_ = skip_space(s_, i_);
+    if (i_ < s_.size() && s_[i_] == '}') {
+      ++i_;
+      return out;
+    }
+    while (true) {
+      i_ = skip_space(s_, i_);
+      std::string key;
+      if (s_.substr(i_).starts_with(kGemmaQuote)) {
+        std::optional<ChatJson> k = quoted();
+        if (!k) return std::nullopt;
+        key = k->get<std::string>();
+      } else {
+        std::size_t colon = s_.find(':', i_);
+        if (colon == std::string_view::npos) return std::nullopt;
+        key = std::string(trim(s_.substr(i_, colon - i_)));
+        if (!valid_name(key) || key.find_first_of(",{}[]") != std::string::npos) return std::nullopt;
+        i_ = colon;
+      }
+      i_ = skip_space(s_, i_);
+      if (i_ >= s_.size() || s_[i_] != ':') return std::nullopt;
+      ++i_;
+      std::optional<ChatJson> v = value(depth + 1);
+      if (!v) return std::nullopt;
+      out[key] = std::move(*v);
+      i_ = skip_space(s_, i_);
+      if (i_ >= s_.size()) return std::nullopt;
+      if (s_[i_] == '}') {
+        ++i_;
+        return out;
+      }
+      if (s_[i_] != ',') return std::nullopt;
+      ++i_;
+    }
+  }
+
+ private:
+  std::optional<ChatJson> quoted() {
+    i_ += kGemmaQuote.size();
+    std::size_t end = s_.find(kGemmaQuote, i_);
+    if (end == std::string_view::npos) return std::nullopt;
+    ChatJson text = std::string(s_.substr(i_, end - i_));
+    i_ = end + kGemmaQuote.size();
+    return text;
+  }
+
+  std::optional<ChatJson> array(int depth) {
+    ChatJson out = ChatJson::array();
+    ++i_;  // '['
+    i_ = skip_space(s_, i_);
+    if (i_ < s_.size() && s_[i_] == ']') {
+      ++i_;
+      return out;
+    }
+    while (true) {
+      std::optional<ChatJson> v = value(depth + 1);
+      if (!v) return std::nullopt;
+      out.push_back(std::move(*v));
+      i_ = skip_space(s_, i_);
+      if (i_ >= s_.size()) return std::nullopt;
+      if (s_[i_] == ']') {
+        ++i_;
+        return out;
+      }
+      if (s_[i_] != ',') return std::nullopt;
+      ++i_;
+    }
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+}  // namespace
+
+std::optional<ChatJson> call_from_gemma(std::string_view body) {
+  constexpr std::string_view kCall = "call:";
+  std::string_view t = trim(body);
+  if (!t.starts_with(kCall)) return std::nullopt;
+  std::size_t brace = t.find('{');
+  if (brace == std::string_view::npos) return std::nullopt;
+  std::string name(trim(t.substr(kCall.size(), brace - kCall.size())));
+  if (!valid_name(name)) return std::nullopt;
+  GemmaValueReader reader(t.substr(brace));
+  std::optional<ChatJson> arguments = reader.object(0);
+  if (!arguments || !trim(t.substr(brace + reader.pos())).empty()) return std::nullopt;
+  return make_call(std::move(name), arguments->dump(), make_tool_call_id(ToolCallFormat::gemma4));
+}
+
 // The body between <tool_call> and </tool_call>: JSON or the XML form.
 std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFormat format) {
+  if (format == ToolCallFormat::gemma4) return call_from_gemma(body);
   std::string_view t = trim(body);
   if (t.starts_with("<function=")) return call_from_xml(t);
   if (t.empty() || t[0] != '{' || json_value_end(t) != t.size()) return std::nullopt;
@@ -178,6 +298,7 @@ using namespace tool_call_syntax;
 
 ToolCallFormat detect_tool_call_format(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
+  if (has(kGemmaCallOpen)) return ToolCallFormat::gemma4;
   if (has(kMistralCalls)) return ToolCallFormat::mistral;
   if (has(kToolCallOpen)) return has("<function=") ? ToolCallFormat::qwen_xml : ToolCallFormat::hermes;
   if (has("<|start_header_id|>") && (has(kPythonTag) || has("\"parameters\"")))
@@ -197,6 +318,8 @@ std::string_view tool_call_format_name(ToolCallFormat format) {
       return "mistral";
     case ToolCallFormat::qwen_xml:
       return "qwen_xml";
+    case ToolCallFormat::gemma4:
+      return "gemma4";
   }
   return "none";
 }

@@ -23,6 +23,13 @@ inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 inline constexpr std::string_view kMistralArgs = "[ARGS]";
 inline constexpr std::string_view kMistralCallId = "[CALL_ID]";
 inline constexpr std::string_view kPythonTag = "<|python_tag|>";
+// Gemma 4: <|tool_call>call:name{key:value,...}<tool_call|>, strings quoted
+// by <|"|>; reasoning in a channel, <|channel>thought\n...<channel|>.
+inline constexpr std::string_view kGemmaCallOpen = "<|tool_call>";
+inline constexpr std::string_view kGemmaCallClose = "<tool_call|>";
+inline constexpr std::string_view kGemmaQuote = "<|\"|>";
+inline constexpr std::string_view kGemmaChannelOpen = "<|channel>";
+inline constexpr std::string_view kGemmaChannelClose = "<channel|>";
 
 // The index of the first byte at or after i that is not ASCII whitespace.
 std::size_t skip_space(std::string_view s, std::size_t i = 0);
@@ -48,6 +55,10 @@ std::optional<ChatJson> call_from_json(const ChatJson& j, ToolCallFormat format)
 
 // <function=name><parameter=key>value</parameter>...</function>
 std::optional<ChatJson> call_from_xml(std::string_view body);
+
+// call:name{key:value,...}, Gemma 4's call syntax (values: <|"|>strings<|"|>,
+// numbers, true, false, null, {objects} and [arrays]; keys bare or quoted).
+std::optional<ChatJson> call_from_gemma(std::string_view body);
 
 // The body between <tool_call> and </tool_call>: JSON or the XML form.
 std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFormat format);

@@ -26,7 +26,8 @@ std::size_t partial_marker(std::string_view text, std::string_view marker) {
 
 StreamingOutputParser::StreamingOutputParser(ToolCallFormat format, bool thinking, bool thinking_open)
     : format_(format),
-      state_(thinking ? (thinking_open ? State::reasoning : State::start) : State::content) {}
+      state_(thinking ? (thinking_open ? State::reasoning : State::start) : State::content),
+      reasoning_close_(kThinkClose) {}
 
 std::vector<ChatJson> StreamingOutputParser::push(std::string_view piece) {
   pending_.append(piece);
@@ -70,8 +71,10 @@ void StreamingOutputParser::run(bool at_end) {
   }
 }
 
-// Before anything: does the reply open with <think>?
+// Before anything: does the reply open with <think>, or Gemma 4's thought
+// channel (<|channel>thought)?
 bool StreamingOutputParser::step_start(bool at_end) {
+  constexpr std::string_view kThought = "thought";
   std::size_t i = skip_space(pending_);
   std::string_view rest = std::string_view(pending_).substr(i);
   if (rest.starts_with(kThinkOpen)) {
@@ -79,23 +82,32 @@ bool StreamingOutputParser::step_start(bool at_end) {
     state_ = State::reasoning;
     return true;
   }
-  if (!at_end && kThinkOpen.starts_with(rest)) return false;  // still could be
+  if (rest.starts_with(kGemmaChannelOpen)) {
+    std::string_view name = rest.substr(kGemmaChannelOpen.size());
+    if (!at_end && name.size() < kThought.size() && kThought.starts_with(name)) return false;
+    std::size_t skip = kGemmaChannelOpen.size() + (name.starts_with(kThought) ? kThought.size() : 0);
+    pending_.erase(0, i + skip);
+    reasoning_close_ = kGemmaChannelClose;
+    state_ = State::reasoning;
+    return true;
+  }
+  if (!at_end && (kThinkOpen.starts_with(rest) || kGemmaChannelOpen.starts_with(rest))) return false;
   state_ = State::content;
   return true;
 }
 
 bool StreamingOutputParser::step_reasoning(bool at_end) {
-  std::size_t close = pending_.find(kThinkClose);
+  std::size_t close = pending_.find(reasoning_close_);
   if (close != std::string::npos) {
     emit_reasoning(std::string_view(pending_).substr(0, close), true);
-    pending_.erase(0, close + kThinkClose.size());
+    pending_.erase(0, close + reasoning_close_.size());
     state_ = State::content;
     drop_leading_whitespace_ = true;
     return true;
   }
-  std::size_t n = at_end
-                      ? pending_.size()
-                      : utf8::whole_prefix(pending_, pending_.size() - partial_marker(pending_, kThinkClose));
+  std::size_t n =
+      at_end ? pending_.size()
+             : utf8::whole_prefix(pending_, pending_.size() - partial_marker(pending_, reasoning_close_));
   if (n > 0 || at_end) emit_reasoning(std::string_view(pending_).substr(0, n), at_end);
   pending_.erase(0, n);
   return false;
@@ -116,6 +128,7 @@ bool StreamingOutputParser::step_content(bool at_end) {
   std::string_view marker;
   if (format_ == ToolCallFormat::hermes || format_ == ToolCallFormat::qwen_xml) marker = kToolCallOpen;
   if (format_ == ToolCallFormat::mistral) marker = kMistralCalls;
+  if (format_ == ToolCallFormat::gemma4) marker = kGemmaCallOpen;
   if (!marker.empty()) {
     std::size_t at = pending_.find(marker);
     if (at != std::string::npos) {
@@ -136,12 +149,13 @@ bool StreamingOutputParser::step_content(bool at_end) {
 }
 
 bool StreamingOutputParser::step_tagged_call(bool at_end) {
-  std::size_t close = pending_.find(kToolCallClose);
+  const std::string_view close_marker = format_ == ToolCallFormat::gemma4 ? kGemmaCallClose : kToolCallClose;
+  std::size_t close = pending_.find(close_marker);
   if (close == std::string::npos && !at_end) return false;
   // At the end, an unclosed call still counts if its body is a whole call.
   std::string_view body =
       std::string_view(pending_).substr(0, close == std::string::npos ? pending_.size() : close);
-  std::size_t consumed = close == std::string::npos ? pending_.size() : close + kToolCallClose.size();
+  std::size_t consumed = close == std::string::npos ? pending_.size() : close + close_marker.size();
   if (std::optional<ChatJson> call = call_from_tagged_body(body, format_)) {
     emit_call(std::move(*call));
   } else {

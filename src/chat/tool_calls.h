@@ -1,5 +1,6 @@
 // Turns a model's generated text back into an OpenAI assistant message:
-// content, reasoning_content (<think>...</think>) and tool_calls, for the
+// content, reasoning_content (<think>...</think>, or Gemma 4's
+// <|channel>thought ...<channel|>) and tool_calls, for the
 // tool-call formats of the model families graft serves. Whole-output parsing
 // (non-streamed responses) and streaming parsing (SSE deltas) share one state
 // machine, so the streamed deltas always add up to the whole-output result,
@@ -25,6 +26,7 @@ enum class ToolCallFormat {
   mistral,      // [TOOL_CALLS][{"name": ..., "arguments": {...}}] or [TOOL_CALLS]name[ARGS]{...}
   qwen_xml,     // <tool_call><function=name><parameter=k>v</parameter></function></tool_call> (Qwen3.5,
                 // Qwen3-Coder)
+  gemma4,       // <|tool_call>call:name{key:<|"|>text<|"|>,n:1}<tool_call|> (Gemma 4)
 };
 
 // The format a template's own text asks the model to use.
@@ -87,9 +89,10 @@ class StreamingOutputParser {
 
   ToolCallFormat format_;
   State state_;
-  std::string pending_;          // received, not yet decided
-  std::string held_whitespace_;  // trailing whitespace, emitted once more text follows
-  std::string call_prefix_;      // the marker (and whitespace before it) of the call being read
+  std::string pending_;               // received, not yet decided
+  std::string held_whitespace_;       // trailing whitespace, emitted once more text follows
+  std::string call_prefix_;           // the marker (and whitespace before it) of the call being read
+  std::string_view reasoning_close_;  // </think>, or <channel|> after Gemma's <|channel>
   bool reasoning_started_ = false;
   bool drop_leading_whitespace_ = false;  // after </think> and after a tool call
   bool content_started_ = false;          // llama3_json: a call may only open the reply

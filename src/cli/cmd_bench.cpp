@@ -193,21 +193,19 @@ LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed, ggml_t
   std::normal_distribution<float> normal(0.0f, 0.02f);
   LoraWeights w;
   w.scale = 1.0f;
-  const struct {
-    LoraTarget target;
-    int n_in, n_out;
-  } shapes[] = {
-      {LoraTarget::attn_q, c.n_embd, c.n_embd_q()},  {LoraTarget::attn_k, c.n_embd, c.n_embd_kv()},
-      {LoraTarget::attn_v, c.n_embd, c.n_embd_kv()}, {LoraTarget::attn_output, c.n_embd_q(), c.n_embd},
-      {LoraTarget::ffn_gate, c.n_embd, c.n_ff},      {LoraTarget::ffn_up, c.n_embd, c.n_ff},
-      {LoraTarget::ffn_down, c.n_ff, c.n_embd}};
+  const LoraTarget targets[] = {LoraTarget::attn_q,      LoraTarget::attn_k,   LoraTarget::attn_v,
+                                LoraTarget::attn_output, LoraTarget::ffn_gate, LoraTarget::ffn_up,
+                                LoraTarget::ffn_down};
   for (int l = 0; l < c.n_layer; ++l) {
-    for (const auto& s : shapes) {
+    for (const LoraTarget target : targets) {
+      // Each layer's own shapes (gemma4's differ); projections a layer lacks are skipped.
+      if (!lora_target_exists(c, l, target)) continue;
+      const int n_in = lora_n_in(c, l, target), n_out = lora_n_out(c, l, target);
       LoraPair p;
       p.layer = l;
-      p.target = s.target;
+      p.target = target;
       p.rank = rank;
-      std::vector<float> a(size_t(rank) * size_t(s.n_in)), b(size_t(s.n_out) * size_t(rank));
+      std::vector<float> a(size_t(rank) * size_t(n_in)), b(size_t(n_out) * size_t(rank));
       for (float& x : a) x = normal(rng);
       for (float& x : b) x = normal(rng);
       p.a = LoraMatrix::of_floats(std::move(a), type);

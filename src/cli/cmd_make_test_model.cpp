@@ -15,7 +15,8 @@ void add_make_test_model_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("make-test-model", "Write a random-weight GGUF model for tests and benchmarks");
   cmd->add_option("output", *out, "Path of the GGUF file to write")->required();
-  cmd->add_option("--arch", spec->arch, "Architecture: llama, qwen2, qwen3, qwen35, gemma3 or minicpm")
+  cmd->add_option("--arch", spec->arch,
+                  "Architecture: llama, qwen2, qwen3, qwen35, gemma3, gemma4 or minicpm")
       ->capture_default_str();
   cmd->add_option("--vocab", spec->vocab_path,
                   "GGUF to copy the tokenizer from (default: the bundle's ggml-vocab-llama-bpe.gguf)");
@@ -50,14 +51,28 @@ void add_make_test_model_command(CLI::App& app) {
                   "qwen35: linear-attention value heads (0: twice the key heads)")
       ->capture_default_str();
   cmd->add_option("--sliding-window", spec->sliding_window,
-                  "gemma3: positions a local layer attends to (0: every layer global)")
+                  "gemma3, gemma4: positions a local layer attends to (0: every layer global)")
       ->capture_default_str();
   cmd->add_option("--sliding-window-pattern", spec->sliding_window_pattern,
-                  "gemma3: every n-th layer is global, the others local")
+                  "gemma3, gemma4: every n-th layer is global, the others local")
       ->capture_default_str();
-  cmd->add_option("--rope-base-local", spec->rope_freq_base_local, "gemma3: RoPE base of the local layers")
+  cmd->add_option("--rope-base-local", spec->rope_freq_base_local,
+                  "gemma3, gemma4: RoPE base of the local layers")
       ->capture_default_str();
-  cmd->add_option("--logit-softcap", spec->final_logit_softcap, "gemma3: final logit softcapping (0: none)")
+  cmd->add_option("--logit-softcap", spec->final_logit_softcap,
+                  "gemma3, gemma4: final logit softcapping (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--head-dim-local", spec->head_dim_local,
+                  "gemma4: head width of the local layers (0: half the global ones)")
+      ->capture_default_str();
+  cmd->add_option("--shared-kv-layers", spec->shared_kv_layers,
+                  "gemma4: last layers that reuse earlier layers' keys and values")
+      ->capture_default_str();
+  cmd->add_option("--per-layer-embd", spec->n_embd_per_layer,
+                  "gemma4: width of each layer's per-layer token input (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--double-wide-ffn", spec->double_wide_ffn,
+                  "gemma4: the shared-KV layers' FFN is twice as wide (true/false)")
       ->capture_default_str();
   cmd->add_option("--scale-emb", spec->scale_emb, "minicpm: embedding scale")->capture_default_str();
   cmd->add_option("--scale-depth", spec->scale_depth, "minicpm: residual scale x sqrt(layers)")

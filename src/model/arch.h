@@ -1,5 +1,6 @@
 // The architectures graft can run: one registry line each (registry.cpp),
-// one file per family for the graph (llama.cpp, qwen.cpp, qwen35.cpp, gemma3.cpp, minicpm.cpp).
+// one file per family for the graph (llama.cpp, qwen.cpp, qwen35.cpp, gemma3.cpp, gemma4.cpp,
+// minicpm.cpp).
 #pragma once
 
 #include <string>
@@ -16,6 +17,7 @@ class WeightsLoader;
 struct GraphContext;
 struct ModelConfig;
 struct LayerWeights;
+struct ModelWeights;
 
 struct Architecture {
   const char* name;                                            // general.architecture
@@ -28,6 +30,8 @@ struct Architecture {
   Status (*read_config)(const GgufFile& f, ModelConfig& c) = nullptr;
   // Loads one layer's weights instead of the llama-shaped block's.
   Status (*load_layer)(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w) = nullptr;
+  // Loads the family's own model-wide weights, after the layers'.
+  Status (*load_weights)(WeightsLoader& loader, const ModelConfig& c, ModelWeights& w) = nullptr;
 };
 
 // The entry for `name`, or null.
@@ -44,6 +48,10 @@ Status load_qwen35_layer(WeightsLoader& loader, const ModelConfig& c, int layer,
 ggml_tensor* build_gemma3(GraphContext& g, const Model& model);
 Status read_gemma3_config(const GgufFile& f, ModelConfig& c);
 Status load_gemma3_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
+ggml_tensor* build_gemma4(GraphContext& g, const Model& model);
+Status read_gemma4_config(const GgufFile& f, ModelConfig& c);
+Status load_gemma4_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);
+Status load_gemma4_weights(WeightsLoader& loader, const ModelConfig& c, ModelWeights& w);
 ggml_tensor* build_minicpm(GraphContext& g, const Model& model);
 Status read_minicpm_config(const GgufFile& f, ModelConfig& c);
 Status load_minicpm_layer(WeightsLoader& loader, const ModelConfig& c, int layer, LayerWeights& w);

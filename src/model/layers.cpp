@@ -130,7 +130,7 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 }
 
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                       float scale, bool sliding) {
+                       float scale, bool sliding, bool store) {
   if (g.training) return training_attention(g, q, k, v, scale, sliding);
   ggml_context* ctx = g.ctx;
   const AttentionInputs& a = g.attention;
@@ -142,12 +142,18 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
 
   // Store this batch's keys and values first (the graph runs in node order).
   ggml_build_forward_expand(g.graph, q);
-  ggml_build_forward_expand(g.graph, v);
-  ggml_build_forward_expand(g.graph, k);
-  ggml_tensor* k_rows = ggml_view_2d(ctx, k, n_embd_kv, n_rows, k->nb[2], 0);
-  ggml_tensor* v_rows = ggml_view_2d(ctx, v, n_embd_kv, n_rows, v->nb[2], 0);
-  ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.k, k_rows, a.store_rows));
-  ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.v, v_rows, a.store_rows));
+  if (store) {
+    ggml_build_forward_expand(g.graph, v);
+    ggml_build_forward_expand(g.graph, k);
+    ggml_tensor* k_rows = ggml_view_2d(ctx, k, n_embd_kv, n_rows, k->nb[2], 0);
+    ggml_tensor* v_rows = ggml_view_2d(ctx, v, n_embd_kv, n_rows, v->nb[2], 0);
+    // A layer narrower than the cache's cells (gemma4's sliding layers) fills the start of each.
+    auto cells = [&](ggml_tensor* t) {
+      return t->ne[0] == n_embd_kv ? t : ggml_view_2d(ctx, t, n_embd_kv, t->ne[1], t->nb[1], 0);
+    };
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.k), k_rows, a.store_rows));
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.v), v_rows, a.store_rows));
+  }
 
   // Each group of rows over its own window of cells; the outputs are
   // [head_dim, n_head, rows] and join along the rows.
@@ -157,14 +163,12 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
                               ? q
                               : ggml_view_3d(ctx, q, q->ne[0], q->ne[1], group.n_rows, q->nb[1], q->nb[2],
                                              size_t(group.row_begin) * q->nb[2]);
-    const size_t cell_bytes = ggml_row_size(cache.k->type, n_embd_kv);
     ggml_tensor* keys =
         ggml_view_3d(ctx, cache.k, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.k->type, head_dim),
-                     cell_bytes, size_t(group.cell_begin) * cell_bytes);
+                     cache.k->nb[1], size_t(group.cell_begin) * cache.k->nb[1]);
     ggml_tensor* values =
         ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.v->type, head_dim),
-                     ggml_row_size(cache.v->type, n_embd_kv),
-                     size_t(group.cell_begin) * ggml_row_size(cache.v->type, n_embd_kv));
+                     cache.v->nb[1], size_t(group.cell_begin) * cache.v->nb[1]);
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);

@@ -42,10 +42,14 @@ ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, gg
 // then attends q [head_dim, n_head, n_rows] over the cache under the mask.
 // In a training graph, attends each sequence's rows over that sequence's own
 // k and v instead (no cache). A sliding-window layer (`sliding`) uses the
-// masks that also hide what lies outside each row's window.
+// masks that also hide what lies outside each row's window. A layer that
+// shares an earlier layer's keys and values (gemma4) passes that layer, its
+// k and v, and store = false: nothing is stored, and k and v only give the
+// head shape (and, in training, the keys and values themselves). The cache's
+// cells may be wider than k and v; they then fill the start of each cell.
 // Returns [head_dim * n_head, n_rows].
 ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                       float scale, bool sliding = false);
+                       float scale, bool sliding = false, bool store = true);
 
 // silu(gate x) * (up x), then down — each through lora_linear.
 ggml_tensor* swiglu_ffn(GraphContext& g, const Model& model, const LayerWeights& w, ggml_tensor* x,

@@ -51,17 +51,20 @@ bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target)
     case LoraTarget::ssm_beta:
     case LoraTarget::ssm_out:
       return config.is_recurrent(layer);
+    case LoraTarget::attn_k:
+    case LoraTarget::attn_v:
+      return !config.is_recurrent(layer) && config.kv_layer_of(layer) == layer;
     default:
       return !config.is_recurrent(layer);
   }
 }
 
-int lora_n_in(const ModelConfig& config, LoraTarget target) {
+int lora_n_in(const ModelConfig& config, int layer, LoraTarget target) {
   switch (target) {
     case LoraTarget::attn_output:
-      return config.n_embd_q();
+      return config.n_head * config.head_dim_of(layer);
     case LoraTarget::ffn_down:
-      return config.n_ff;
+      return config.n_ff_of(layer);
     case LoraTarget::ssm_out:
       return config.ssm.inner;
     default:
@@ -69,16 +72,16 @@ int lora_n_in(const ModelConfig& config, LoraTarget target) {
   }
 }
 
-int lora_n_out(const ModelConfig& config, LoraTarget target) {
+int lora_n_out(const ModelConfig& config, int layer, LoraTarget target) {
   switch (target) {
     case LoraTarget::attn_q:
-      return config.n_embd_q_proj();
+      return config.n_head * config.head_dim_of(layer) * (config.attn_gate ? 2 : 1);
     case LoraTarget::attn_k:
     case LoraTarget::attn_v:
-      return config.n_embd_kv();
+      return config.n_head_kv * config.head_dim_of(layer);
     case LoraTarget::ffn_gate:
     case LoraTarget::ffn_up:
-      return config.n_ff;
+      return config.n_ff_of(layer);
     case LoraTarget::attn_qkv:
       return int(config.ssm.conv_dim());
     case LoraTarget::attn_gate:
@@ -172,7 +175,7 @@ Status LoraSet::check(const LoraWeights& weights) const {
     }
     if (p.rank <= 0)
       return errorf("invalid_adapter", "LoRA pair blk.{}.{}: rank must be positive", p.layer, name);
-    const int n_in = lora_n_in(*config_, p.target), n_out = lora_n_out(*config_, p.target);
+    const int n_in = lora_n_in(*config_, p.layer, p.target), n_out = lora_n_out(*config_, p.layer, p.target);
     const int64_t want_a = int64_t(p.rank) * n_in;
     const int64_t want_b = int64_t(n_out) * p.rank;
     if (p.a.n != want_a) {

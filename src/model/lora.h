@@ -45,11 +45,13 @@ constexpr int kLoraTargetCount = 12;
 // "attn_q", "ffn_down", ... (the GGUF tensor name stems).
 const char* lora_target_name(LoraTarget target);
 // Whether the model's layer has this projection (a qwen35 layer has either
-// the attention or the linear-attention ones).
+// the attention or the linear-attention ones; gemma4's shared-KV layers have
+// no k or v projections).
 bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target);
-// Columns (n_in) and rows (n_out) of the model's weight that the target adapts.
-int lora_n_in(const ModelConfig& config, LoraTarget target);
-int lora_n_out(const ModelConfig& config, LoraTarget target);
+// Columns (n_in) and rows (n_out) of the layer's weight that the target
+// adapts (gemma4's layers differ in head and FFN widths).
+int lora_n_in(const ModelConfig& config, int layer, LoraTarget target);
+int lora_n_out(const ModelConfig& config, int layer, LoraTarget target);
 
 // One matrix of a LoRA pair, row-major, in the type it was stored in (F32,
 // F16, BF16, or any type ggml can turn into floats). `owner` keeps the memory

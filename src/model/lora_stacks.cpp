@@ -65,8 +65,9 @@ Status LoraStacks::lay_out(int n_slots, int max_rank, const std::vector<bool>& w
   for (size_t i = 0; i < stacks.size(); ++i) {
     if (!wanted[i]) continue;
     const LoraTarget target = LoraTarget(int(i) % kLoraTargetCount);
-    stacks[i].a = ggml_new_tensor_3d(ctx.get(), type_, lora_n_in(config_, target), max_rank, n_slots);
-    stacks[i].b = ggml_new_tensor_3d(ctx.get(), type_, lora_n_out(config_, target), max_rank, n_slots);
+    const int layer = int(i) / kLoraTargetCount;
+    stacks[i].a = ggml_new_tensor_3d(ctx.get(), type_, lora_n_in(config_, layer, target), max_rank, n_slots);
+    stacks[i].b = ggml_new_tensor_3d(ctx.get(), type_, lora_n_out(config_, layer, target), max_rank, n_slots);
     ggml_format_name(stacks[i].a, "lora_a.%s.%zu", ggml_type_name(type_), i);
     ggml_format_name(stacks[i].b, "lora_b.%s.%zu", ggml_type_name(type_), i);
   }

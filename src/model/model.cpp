@@ -32,7 +32,14 @@ Result<ModelConfig> read_config(const GgufFile& f, const Architecture& arch) {
   GRAFT_TRY(c.n_embd, require_int(f, a + "embedding_length"));
   GRAFT_TRY(c.n_layer, require_int(f, a + "block_count"));
   GRAFT_TRY(c.n_head, require_int(f, a + "attention.head_count"));
-  GRAFT_TRY(c.n_ff, require_int(f, a + "feed_forward_length"));
+  if (auto widths = f.get_int_array(a + "feed_forward_length"); widths && arch.read_config) {
+    // Per-layer widths (gemma4): the family's reader checks them; n_ff is the widest.
+    for (int64_t w : *widths) c.n_ff = std::max(c.n_ff, int(std::clamp<int64_t>(w, 0, int64_t(1) << 30)));
+    if (c.n_ff <= 0)
+      return errorf("invalid_model", "{}: bad values for '{}feed_forward_length'", f.path(), a);
+  } else {
+    GRAFT_TRY(c.n_ff, require_int(f, a + "feed_forward_length"));
+  }
   GRAFT_TRY(c.n_ctx_train, require_int(f, a + "context_length"));
   c.n_head_kv = int(f.find_int(a + "attention.head_count_kv").value_or(c.n_head));
   c.head_dim = int(f.find_int(a + "attention.key_length").value_or(c.n_embd / c.n_head));
@@ -186,12 +193,21 @@ Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
     GRAFT_TRY(l.ffn_up, loader.matrix(p + "ffn_up.weight", {n_embd, n_ff}));
     GRAFT_TRY(l.ffn_down, loader.matrix(p + "ffn_down.weight", {n_ff, n_embd}));
   }
+  if (arch_->load_weights) GRAFT_TRY_STATUS(arch_->load_weights(loader, c, weights_));
   GRAFT_TRY(LoadedWeights loaded, layout_only ? loader.finish_layout() : loader.finish());
   tensor_ctx_ = std::move(loaded.ctx);
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;
   return {};
+}
+
+int ModelConfig::kv_layer_of(int layer) const {
+  if (kv_shared_from <= 0 || layer < kv_shared_from) return layer;
+  for (int il = kv_shared_from - 1; il >= 0; --il) {
+    if (is_sliding(il) == is_sliding(layer)) return il;
+  }
+  return layer;
 }
 
 bool ModelConfig::has_recurrent_layers() const {

@@ -85,6 +85,16 @@ struct ModelConfig {
   float residual_scale = 1.0f;  // minicpm: each block's output x this before the residual add
   float logit_scale = 1.0f;     // minicpm: logits x this
   float logit_softcap = 0.0f;   // gemma: logits = softcap * tanh(logits / softcap); 0: none
+  // Gemma 4: sliding layers have heads of their own width (head_dim is the
+  // global layers'; n_head_kv the same for both); FFN widths may differ per
+  // layer; the layers from kv_shared_from on store no keys or values of
+  // their own but attend over those of the last earlier layer of their kind
+  // (sliding or global); each layer adds a gated projection of its own
+  // slice of per-layer token inputs (n_embd_per_layer wide, 0: none).
+  int head_dim_local = 0;        // 0: head_dim
+  std::vector<int> n_ff_layers;  // empty: n_ff everywhere
+  int kv_shared_from = 0;        // 0: every layer has its own keys and values
+  int n_embd_per_layer = 0;
 
   int n_embd_q() const { return n_head * head_dim; }
   int n_embd_kv() const { return n_head_kv * head_dim; }
@@ -93,6 +103,12 @@ struct ModelConfig {
   bool is_recurrent(int layer) const { return layer < int(recurrent.size()) && recurrent[size_t(layer)]; }
   bool is_sliding(int layer) const { return layer < int(sliding.size()) && sliding[size_t(layer)]; }
   bool has_sliding_layers() const { return sliding_window > 0; }
+  int head_dim_of(int layer) const {
+    return is_sliding(layer) && head_dim_local > 0 ? head_dim_local : head_dim;
+  }
+  int n_ff_of(int layer) const { return layer < int(n_ff_layers.size()) ? n_ff_layers[size_t(layer)] : n_ff; }
+  // The layer whose KV cache `layer` attends over (itself unless shared).
+  int kv_layer_of(int layer) const;
   bool has_recurrent_layers() const;
   int n_recurrent_layers() const;
 };
@@ -122,6 +138,13 @@ struct LayerWeights {
   ggml_tensor* bo = nullptr;              // minicpm: optional attn_output bias
   ggml_tensor* attn_post_norm = nullptr;  // gemma3: RMS norm of the attention output
   ggml_tensor* ffn_post_norm = nullptr;   // gemma3: RMS norm of the MLP output
+  // gemma4: the per-layer input's gate (n_embd -> n_embd_per_layer), its
+  // projection back (n_embd_per_layer -> n_embd) and that output's RMS norm,
+  // and the scalar the layer's output is multiplied by.
+  ggml_tensor* per_layer_gate = nullptr;
+  ggml_tensor* per_layer_proj = nullptr;
+  ggml_tensor* per_layer_post_norm = nullptr;
+  ggml_tensor* out_scale = nullptr;
   // (qwen35 names ffn_norm post_attention_norm.)
   // Linear-attention (gated delta-net) layers:
   ggml_tensor* ssm_qkv = nullptr;    // attn_qkv: x -> the convolution's channels (q, k, v)
@@ -139,7 +162,13 @@ struct ModelWeights {
   ggml_tensor* tok_embd = nullptr;
   ggml_tensor* output_norm = nullptr;
   ggml_tensor* output = nullptr;      // tok_embd itself (or its repacked copy) when tied
-  ggml_tensor* rope_freqs = nullptr;  // llama3 rope scaling
+  ggml_tensor* rope_freqs = nullptr;  // llama3 rope scaling; gemma4: the global layers' partial rope
+  // gemma4's per-layer token inputs: an embedding [n_embd_per_layer * n_layer,
+  // n_vocab], a projection of the scaled token embedding to the same width
+  // and the RMS norm of each layer's slice of that projection.
+  ggml_tensor* per_layer_tok_embd = nullptr;
+  ggml_tensor* per_layer_model_proj = nullptr;
+  ggml_tensor* per_layer_proj_norm = nullptr;
   std::vector<LayerWeights> layers;
 };
 

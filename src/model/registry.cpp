@@ -12,6 +12,8 @@ constexpr Architecture kArchitectures[] = {
      load_qwen35_layer},
     {"gemma3", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_gemma3, read_gemma3_config,
      load_gemma3_layer},
+    {"gemma4", GGML_ROPE_TYPE_NEOX, /*qkv_bias=*/false, /*qk_norm=*/true, build_gemma4, read_gemma4_config,
+     load_gemma4_layer, load_gemma4_weights},
     {"minicpm", GGML_ROPE_TYPE_NORMAL, /*qkv_bias=*/false, /*qk_norm=*/false, build_minicpm,
      read_minicpm_config, load_minicpm_layer},
 };

@@ -12,8 +12,8 @@ namespace graft {
 
 namespace {
 
-std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget target) {
-  return {lora_n_in(c, target), lora_n_out(c, target)};
+std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, int layer, LoraTarget target) {
+  return {lora_n_in(c, layer, target), lora_n_out(c, layer, target)};
 }
 
 float* data(ggml_tensor* t) {
@@ -45,7 +45,7 @@ Result<std::unique_ptr<LoraParams>> LoraParams::create(const ModelConfig& config
       Pair pair;
       pair.layer = layer;
       pair.target = target;
-      std::tie(pair.n_in, pair.n_out) = projection_shape(config, target);
+      std::tie(pair.n_in, pair.n_out) = projection_shape(config, layer, target);
       if (pair.n_in == 0)
         return errorf("invalid_argument", "graft does not train '{}'", lora_target_name(target));
       auto make = [&](int64_t ne0, int64_t ne1, const char* what) {

@@ -70,10 +70,10 @@ Result<std::unique_ptr<Model>> load_base(const std::string& path) {
                     "{}: graft cannot train models with linear-attention (recurrent) layers such as {}", path,
                     model->config().arch);
     }
-    if (model->config().arch == "gemma3") {
+    if (model->config().arch == "gemma3" || model->config().arch == "gemma4") {
       return errorf("unsupported_model",
-                    "{}: graft cannot train gemma3 models yet (its GELU-gated MLP has no backward pass)",
-                    path);
+                    "{}: graft cannot train {} models yet (its GELU-gated MLP has no backward pass)", path,
+                    model->config().arch);
     }
     const ModelWeights& w = model->weights();
     const ggml_tensor* bad = frozen_dx_supported(w.output) ? nullptr : w.output;

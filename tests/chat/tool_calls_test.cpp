@@ -52,6 +52,7 @@ TEST(ToolCallFormat, DetectedFromTheTemplateText) {
   EXPECT_EQ(detect("meta-llama-Llama-3.2-3B-Instruct"), ToolCallFormat::llama3_json);
   EXPECT_EQ(detect("mistralai-Mistral-Nemo-Instruct-2407"), ToolCallFormat::mistral);
   EXPECT_EQ(detect("google-gemma-2-2b-it"), ToolCallFormat::none);
+  EXPECT_EQ(detect("google-gemma-4-31B-it"), ToolCallFormat::gemma4);
   EXPECT_EQ(detect("microsoft-Phi-3.5-mini-instruct"), ToolCallFormat::none);
 }
 
@@ -189,6 +190,51 @@ TEST(ParseModelOutput, ThinkBlocksBecomeReasoningContent) {
                {"  two spaces and a newline\n", "", ChatJson::array()});
 }
 
+// Gemma 4 writes its calls in its own argument syntax (the bundle's
+// gemma-4 template renders them so): strings between <|"|> quotes, bare keys.
+TEST(ParseModelOutput, Gemma4ToolCalls) {
+  expect_parse("<|tool_call>call:get_weather{city:<|\"|>Paris, \"FR\"<|\"|>,days:3,metric:true}<tool_call|>",
+               ToolCallFormat::gemma4, false,
+               {"", "", {call("get_weather", R"({"city":"Paris, \"FR\"","days":3,"metric":true})")}});
+  // Nested objects and arrays, a quoted key, two calls, text before them.
+  expect_parse(
+      "Checking.<|tool_call>call:plan{steps:[<|\"|>a<|\"|>,{n:-1.5,x:null}],<|\"|>my key<|\"|>:{}}"
+      "<tool_call|><|tool_call>call:noop{}<tool_call|>",
+      ToolCallFormat::gemma4, false,
+      {"Checking.",
+       "",
+       {call("plan", R"({"steps":["a",{"n":-1.5,"x":null}],"my key":{}})"), call("noop", "{}")}});
+  // Cut off after the call's closing brace: still a whole call.
+  expect_parse("<|tool_call>call:f{a:1}", ToolCallFormat::gemma4, false, {"", "", {call("f", R"({"a":1})")}});
+  // Malformed calls stay in content as written.
+  const char* broken[] = {
+      "<|tool_call>call:f{a:<|\"|>unterminated}<tool_call|>",
+      "<|tool_call>f{a:1}<tool_call|>",
+      "<|tool_call>call:f{a:1<tool_call|>",
+      "<|tool_call>call:f{a:1} trailing<tool_call|>",
+      "<|tool_call>call:f{a:bare words}<tool_call|>",
+      "<|tool_call>call:{a:1}<tool_call|>",
+      "<|tool_call>call:f{:1}<tool_call|>",
+      "<|tool_call>call:f{a:1,}<tool_call|>",
+      "<|tool_call>call:f{a:1",
+  };
+  for (const char* text : broken)
+    expect_parse(text, ToolCallFormat::gemma4, false, {text, "", ChatJson::array()});
+}
+
+// Gemma 4 reasons in a thought channel.
+TEST(ParseModelOutput, Gemma4ThoughtChannelBecomesReasoningContent) {
+  expect_parse("<|channel>thought\nThe user wants weather.<channel|>It is sunny.", ToolCallFormat::gemma4,
+               true, {"It is sunny.", "The user wants weather.", ChatJson::array()});
+  expect_parse("<|channel>thought\nNeed data.<channel|><|tool_call>call:w{c:<|\"|>Oslo<|\"|>}<tool_call|>",
+               ToolCallFormat::gemma4, true, {"", "Need data.", {call("w", R"({"c":"Oslo"})")}});
+  // Cut off while thinking; and a template without tools (format none) still reasons.
+  expect_parse("<|channel>thought\nHmm", ToolCallFormat::none, true, {"", "Hmm", ChatJson::array()});
+  // Thinking off: the markers are content.
+  expect_parse("<|channel>thought\nx<channel|>y", ToolCallFormat::none, false,
+               {"<|channel>thought\nx<channel|>y", "", ChatJson::array()});
+}
+
 TEST(ParseModelOutput, AssistantMessageJsonIsOpenAIShaped) {
   ParsedMessage m = parse_model_output("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
                                        ToolCallFormat::hermes, false);
@@ -241,6 +287,9 @@ const Sample kSamples[] = {
     {"<thinking is not a tag", ToolCallFormat::none, true, false},
     {"<think>Überlegung 🤔</think>Grüße aus Zürich 😀 <tool_call>", ToolCallFormat::hermes, true,
      false},
+    {"<|channel>thought\nDas Wetter 🤔<channel|>Moment. <|tool_call>call:w{c:<|\"|>Zürich<|\"|>,n:[1,2]}"
+     "<tool_call|> <|tool_call>call:broken{x:<tool_call|> tail <|tool",
+     ToolCallFormat::gemma4, true, false},
 };
 
 struct Merged {

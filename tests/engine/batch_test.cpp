@@ -141,6 +141,14 @@ TEST(BatchedEqualsSingle, Qwen35Q8_0WithQ8_0Kv) {
 TEST(BatchedEqualsSingle, Gemma3Q4_0WithQ8_0Kv) {
   expect_batched_equals_single(testing::tiny_gemma3_spec("llama-bpe", "q4_0"), GGML_TYPE_Q8_0);
 }
+// Gemma 4: the same windows, and layers attending over other layers' keys
+// and values, heads of two widths and per-layer inputs.
+TEST(BatchedEqualsSingle, Gemma4F16) {
+  expect_batched_equals_single(testing::tiny_gemma4_spec("llama-bpe", "f16"));
+}
+TEST(BatchedEqualsSingle, Gemma4Q4_0) {
+  expect_batched_equals_single(testing::tiny_gemma4_spec("llama-bpe", "q4_0"));
+}
 // Embedding, residual and logit scalings.
 TEST(BatchedEqualsSingle, MiniCpmQ8_0) {
   expect_batched_equals_single(testing::tiny_spec("minicpm", "llama-bpe", "q8_0"));

@@ -39,7 +39,7 @@ LoraWeights random_adapter(const ModelConfig& c, int rank, uint32_t seed, ggml_t
     for (int t = 0; t < kLoraTargetCount; ++t) {
       const LoraTarget target = LoraTarget(t);
       if (!lora_target_exists(c, l, target)) continue;
-      w.pairs.push_back(random_pair(l, target, rank, lora_n_in(c, target), lora_n_out(c, target),
+      w.pairs.push_back(random_pair(l, target, rank, lora_n_in(c, l, target), lora_n_out(c, l, target),
                                     seed + uint32_t(1 + t + 20 * l), size, type));
     }
   }
@@ -229,6 +229,12 @@ TEST(Lora, MixedBatchOnAHybridModel) {
   expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_qwen35_spec("llama-bpe", "f16"));
 }
 
+// gemma4: projections of two widths (local and global heads, normal and
+// double-wide FFNs), and no k or v ones in the shared-KV layers.
+TEST(Lora, MixedBatchOnGemma4) {
+  expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_gemma4_spec("llama-bpe", "f16"));
+}
+
 TEST(Lora, AHybridLayerTakesOnlyItsOwnProjections) {
   auto model = Model::load(testing::test_model_path(testing::tiny_qwen35_spec("llama-bpe", "f16")));
   ASSERT_TRUE(model.ok());
@@ -240,7 +246,7 @@ TEST(Lora, AHybridLayerTakesOnlyItsOwnProjections) {
   EXPECT_NE(r.error().message.find("layer 0 of the model has no attn_q"), std::string::npos)
       << r.error().message;
   LoraWeights right;
-  const int n_in = lora_n_in(c, LoraTarget::ssm_out), n_out = lora_n_out(c, LoraTarget::ssm_out);
+  const int n_in = lora_n_in(c, 0, LoraTarget::ssm_out), n_out = lora_n_out(c, 0, LoraTarget::ssm_out);
   right.pairs.push_back(random_pair(0, LoraTarget::ssm_out, 4, n_in, n_out, 1, 0.1f));
   right.pairs.push_back(random_pair(3, LoraTarget::attn_q, 4, c.n_embd, c.n_embd_q_proj(), 2, 0.1f));
   EXPECT_TRUE((*model)->mount_lora(right).ok());

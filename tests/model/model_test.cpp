@@ -64,6 +64,39 @@ TEST(ModelLoad, Gemma3ReadsItsLocalAndGlobalLayers) {
   EXPECT_NE((*model)->weights().layers[0].ffn_post_norm, nullptr);
 }
 
+TEST(ModelLoad, Gemma4ReadsItsLayerKindsSharedKvAndPerLayerInputs) {
+  auto model = Model::load(testing::test_model_path(testing::tiny_gemma4_spec("llama-bpe", "f16")));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  const ModelWeights& w = (*model)->weights();
+  EXPECT_EQ(c.rope.mode, GGML_ROPE_TYPE_NEOX);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.sliding, (std::vector<bool>{true, true, false, true, true, false}));
+  EXPECT_EQ(c.head_dim_of(0), 32);  // local heads
+  EXPECT_EQ(c.head_dim_of(2), 64);  // global heads
+  EXPECT_EQ(c.n_embd_kv(), 64);     // cache cells fit the widest layer
+  EXPECT_EQ(c.rope_local.n_rot, 32);
+  EXPECT_FLOAT_EQ(c.rope.freq_base, 1000000.0f);
+  EXPECT_FLOAT_EQ(c.rope_local.freq_base, 10000.0f);
+  EXPECT_FLOAT_EQ(c.kq_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.logit_softcap, 30.0f);
+  // Layers 3..5 attend over the last local (1) and global (2) layer before them.
+  EXPECT_EQ(c.kv_shared_from, 3);
+  EXPECT_EQ(c.kv_layer_of(1), 1);
+  EXPECT_EQ(c.kv_layer_of(3), 1);
+  EXPECT_EQ(c.kv_layer_of(4), 1);
+  EXPECT_EQ(c.kv_layer_of(5), 2);
+  EXPECT_EQ(w.layers[3].wk, nullptr);
+  EXPECT_EQ(c.n_ff_of(2), 256);
+  EXPECT_EQ(c.n_ff_of(3), 512);  // double-wide FFN in the shared-KV layers
+  EXPECT_EQ(c.n_embd_per_layer, 32);
+  ASSERT_NE(w.per_layer_tok_embd, nullptr);
+  EXPECT_EQ(w.per_layer_tok_embd->ne[0], 32 * 6);
+  EXPECT_NE(w.layers[0].per_layer_gate, nullptr);
+  EXPECT_NE(w.layers[0].out_scale, nullptr);
+  EXPECT_NE(w.rope_freqs, nullptr);
+}
+
 TEST(ModelLoad, MiniCpmReadsItsScalings) {
   auto model = Model::load(tiny("minicpm"));
   ASSERT_TRUE(model.ok()) << model.error().message;

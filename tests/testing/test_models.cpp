@@ -65,6 +65,21 @@ TestModelSpec tiny_gemma3_spec(const std::string& vocab, const std::string& type
   return spec;
 }
 
+TestModelSpec tiny_gemma4_spec(const std::string& vocab, const std::string& type) {
+  TestModelSpec spec = tiny_spec("gemma4", vocab, type);
+  spec.n_layer = 6;
+  spec.n_head_kv = 1;
+  spec.head_dim = 64;
+  spec.head_dim_local = 32;
+  spec.sliding_window = 8;
+  spec.sliding_window_pattern = 3;
+  spec.shared_kv_layers = 3;
+  spec.n_embd_per_layer = 32;
+  spec.rope_freq_base = 1000000.0f;
+  spec.final_logit_softcap = 30.0f;
+  return spec;
+}
+
 std::string scratch_dir() {
   static const std::string dir = [] {
     auto path = std::filesystem::path(GRAFT_TEST_SCRATCH_DIR) / std::to_string(::getpid());
@@ -84,7 +99,7 @@ std::string test_model_path(const TestModelSpec& spec) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   std::string key = fmt::format(
-      "{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}{}{}{}", spec.arch,
+      "{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}{}{}{}{}", spec.arch,
       std::filesystem::path(spec.vocab_path).stem().string(), spec.n_embd, spec.n_layer, spec.n_head,
       spec.n_head_kv, spec.head_dim, spec.n_ff, spec.type, spec.tied_output, spec.seed, spec.rope_scaling,
       std::hash<std::string>{}(spec.chat_template), spec.n_ctx,
@@ -95,6 +110,12 @@ std::string test_model_path(const TestModelSpec& spec) {
       spec.arch == "gemma3"
           ? fmt::format("-{}-{}-{}-{}-{}", spec.sliding_window, spec.sliding_window_pattern,
                         spec.rope_freq_base, spec.rope_freq_base_local, spec.final_logit_softcap)
+          : std::string(),
+      spec.arch == "gemma4"
+          ? fmt::format("-{}-{}-{}-{}-{}-{}-{}-{}-{}", spec.sliding_window, spec.sliding_window_pattern,
+                        spec.rope_freq_base, spec.rope_freq_base_local, spec.final_logit_softcap,
+                        spec.head_dim_local, spec.shared_kv_layers, spec.n_embd_per_layer,
+                        spec.double_wide_ffn)
           : std::string(),
       spec.arch == "minicpm" ? fmt::format("-{}-{}-{}", spec.scale_emb, spec.scale_depth, spec.dim_model_base)
                              : std::string());

@@ -25,6 +25,12 @@ TestModelSpec tiny_qwen35_spec(const std::string& vocab = "llama-spm", const std
 // the embedding, as Gemma's are), with the given vocab. Its own output
 // matrix: a random tied one makes every continuation repeat its last token.
 TestModelSpec tiny_gemma3_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
+// A small Gemma 4 spec in E2B's layout: 6 layers (two local, sliding over 8
+// positions, then a global one, twice), local heads 32 wide and global ones
+// 64 (1 key/value head), the last 3 layers sharing layers 1's and 2's keys
+// and values with a twice as wide FFN, 32-wide per-layer inputs, a logit
+// softcap of 30. Its own output matrix, as for gemma3.
+TestModelSpec tiny_gemma4_spec(const std::string& vocab = "llama-spm", const std::string& type = "f16");
 
 // Writes the model once per ctest run into a folder shared by all tests
 // (atomically, so parallel tests are safe) and returns its path. The file
