@@ -78,11 +78,14 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
 }
 
 // Without goldens for this CPU's kind the suite above has no cases; this
-// says so instead of passing.
-// avx512: llama, qwen3, qwen35, gemma3 and minicpm in F16, Q8_0, Q4_0; avx2 lacks gemma3 and minicpm,
-// which were added on an AVX-512 machine (record them with scripts/make-goldens.sh on an AVX2 one).
+// says so instead of passing. Both kinds: llama, qwen3, qwen35, gemma3 and
+// minicpm in F16, Q8_0 and Q4_0; avx2 also gemma4 in F16 and Q4_0 (its Q8_0
+// model differs from llama.cpp on one prompt, at token 2 of the long one,
+// not yet understood). Goldens recorded with a quantized KV cache
+// (make-goldens.sh KV_TYPE=q8_0) would carry "kv_type" and run with it; none
+// are committed: graft's Q8_0/Q4_0 caches do not yet give llama.cpp's tokens.
 TEST(Goldens, RecordedForThisCpuKind) {
-  const std::map<std::string, size_t> expected = {{"avx2", 9}, {"avx512", 15}};
+  const std::map<std::string, size_t> expected = {{"avx2", 17}, {"avx512", 15}};
   EXPECT_GE(golden_files().size(), expected.at(testing::goldens_cpu_kind()))
       << "parity goldens missing for " << testing::goldens_cpu_kind() << " CPUs in " << testing::goldens_dir()
       << ": record them with scripts/make-goldens.sh on such a CPU";
