@@ -162,7 +162,7 @@ describe('GET /fit', () => {
 
   it('refuses unknown and bad parameters, naming them', async () => {
     for (const [query, param] of [['bogus=1', 'bogus'], ['ctx=abc', 'ctx'], ['parallel=0', 'parallel'],
-      ['kv_type=q4_0', 'kv_type'], ['kv_budget=lots', 'kv_budget'], ['kv_budget=16&ctx=256', 'kv_budget']]) {
+      ['kv_type=q5_1', 'kv_type'], ['kv_budget=lots', 'kv_budget'], ['kv_budget=16&ctx=256', 'kv_budget']]) {
       const { status, body } = await getJson(server, `/fit?${query}`);
       assert.equal(status, 400, query);
       assert.equal(body.error.param, param, query);
