@@ -52,7 +52,15 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 KV_TYPE=${KV_TYPE:-f16}
 KV_ARGS=()
 KV_SUFFIX=
-if [ "$KV_TYPE" != f16 ]; then KV_ARGS=(-ctk "$KV_TYPE" -ctv "$KV_TYPE" -fa on); KV_SUFFIX=-kv-$KV_TYPE; fi
+# llama.cpp rotates keys and values by a Walsh-Hadamard matrix before
+# storing them in a quantized cache (when the head width is a multiple of
+# 64); graft stores them as they are, so the goldens are recorded with that
+# rotation off (LLAMA_ATTN_ROT_DISABLE=1): the same arithmetic on both sides.
+if [ "$KV_TYPE" != f16 ]; then
+  KV_ARGS=(-ctk "$KV_TYPE" -ctv "$KV_TYPE" -fa on)
+  KV_SUFFIX=-kv-$KV_TYPE
+  export LLAMA_ATTN_ROT_DISABLE=1
+fi
 ARCHS=${ARCHS:-llama:llama-bpe qwen3:qwen2 qwen35:qwen35 gemma3:llama-spm gemma4:llama-spm minicpm:llama-spm}
 TYPES=${TYPES:-f16 q8_0 q4_0}
 
@@ -139,6 +147,7 @@ golden = {
 }
 if kv_type != "f16":
     golden["model"]["kv_type"] = kv_type
+    golden["generator"] += f", -ctk/-ctv {kv_type} with flash attention, attention rotation off"
 if tied:
     golden["model"]["tied"] = True
 if chunk:
