@@ -1,12 +1,43 @@
 // `graft make-test-model`: writes a deterministic random-weight GGUF model.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/paths.h"
 #include "tools/test_model.h"
 
 namespace graft::cli {
+
+namespace {
+
+// The options only some families read, and those families.
+struct FamilyOption {
+  const char* flag;
+  std::vector<std::string> families;
+};
+const FamilyOption kFamilyOptions[] = {
+    {"--full-attention-interval", {"qwen35"}},
+    {"--ssm-conv", {"qwen35"}},
+    {"--ssm-head-dim", {"qwen35"}},
+    {"--ssm-k-heads", {"qwen35"}},
+    {"--ssm-v-heads", {"qwen35"}},
+    {"--sliding-window", {"gemma3", "gemma4"}},
+    {"--sliding-window-pattern", {"gemma3", "gemma4"}},
+    {"--rope-base-local", {"gemma3", "gemma4"}},
+    {"--logit-softcap", {"gemma3", "gemma4"}},
+    {"--head-dim-local", {"gemma4"}},
+    {"--shared-kv-layers", {"gemma4"}},
+    {"--per-layer-embd", {"gemma4"}},
+    {"--double-wide-ffn", {"gemma4"}},
+    {"--scale-emb", {"minicpm"}},
+    {"--scale-depth", {"minicpm"}},
+    {"--dim-model-base", {"minicpm"}},
+};
+
+}  // namespace
 
 void add_make_test_model_command(CLI::App& app) {
   auto spec = std::make_shared<TestModelSpec>();
@@ -88,6 +119,15 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--chat-template", *template_file,
                   "File with the chat template to embed, or 'none' (default: the vocab's own)");
   cmd->callback([=] {
+    // A family's own option given with another --arch would be ignored: refuse it.
+    for (const FamilyOption& o : kFamilyOptions) {
+      if (cmd->count(o.flag) == 0 || std::ranges::find(o.families, spec->arch) != o.families.end()) continue;
+      std::string families = o.families[0];
+      if (o.families.size() > 1) families += " and " + o.families[1];
+      std::fprintf(stderr, "graft: %s is an option of %s models only; --arch %s does not take it\n", o.flag,
+                   families.c_str(), spec->arch.c_str());
+      throw CLI::RuntimeError(2);
+    }
     if (spec->vocab_path.empty()) spec->vocab_path = bundle_vocab("llama-bpe");
     if (*template_file == "none") {
       spec->chat_template = "none";
