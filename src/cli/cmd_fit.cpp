@@ -75,8 +75,11 @@ void print_probe(const fit::ProbeResult& p, bool json) {
   std::printf("  int8 rate (Q8_0 weights, many rows)    %8.1f GFLOP/s\n", p.int8_flops() / 1e9);
   std::printf("  F16 rate (many rows)                   %8.1f GFLOP/s\n", p.f16_flops() / 1e9);
   for (const auto& [name, r] : p.types) {
-    std::printf("  %-6s weights %6.1f GB/s at 1 row, %6.1f GB/s at 8 rows; prefill %7.1f GFLOP/s\n",
-                name.c_str(), r.bytes_per_s / 1e9, r.bytes_per_s_8 / 1e9, r.prefill_flops / 1e9);
+    std::printf(
+        "  %-6s weights %6.1f GB/s at 1 row, %6.1f GB/s at 8 rows (in layers: %6.1f, %6.1f); prefill %7.1f "
+        "GFLOP/s\n",
+        name.c_str(), r.bytes_per_s / 1e9, r.bytes_per_s_8 / 1e9, r.layer_bytes_per_s / 1e9,
+        r.layer_bytes_per_s_8 / 1e9, r.prefill_flops / 1e9);
   }
   std::printf("  attention %.2f G/s (decode), %.2f G/s (prompt); %.1f us per graph node\n",
               p.attention_decode / 1e9, p.attention_prefill / 1e9, p.node_seconds * 1e6);

@@ -35,25 +35,31 @@ class Runner {
  public:
   explicit Runner(int threads) : backend_(threads) {}
 
-  // The best of `reps` timed runs, after one untimed run: what the machine
-  // can do (other programs' load only ever slows a run down).
+  // The median of `reps` timed runs, after one untimed run. Not the best:
+  // on a machine shared with other work, graft's own steps are slowed now
+  // and then too, and a prediction is of what graft does here (graft bench
+  // reports the mean of its runs).
   double seconds(ggml_cgraph* graph, int reps) { return seconds(std::vector<ggml_cgraph*>{graph}, reps)[0]; }
 
   // The same for several graphs, their runs taken in turn, so that a spell
   // of load elsewhere slows them alike.
   std::vector<double> seconds(const std::vector<ggml_cgraph*>& graphs, int reps) {
-    std::vector<double> best(graphs.size(), 1e30);
+    std::vector<std::vector<double>> times(graphs.size());
     for (ggml_cgraph* graph : graphs) ggml_backend_graph_compute(backend_.get(), graph);
     for (int i = 0; i < reps; ++i) {
       for (size_t g = 0; g < graphs.size(); ++g) {
         const auto t0 = std::chrono::steady_clock::now();
         ggml_backend_graph_compute(backend_.get(), graphs[g]);
-        best[g] =
-            std::min(best[g], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        times[g].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
     }
-    for (double& b : best) b = std::max(b, 1e-9);
-    return best;
+    std::vector<double> median;
+    for (std::vector<double>& t : times) {
+      std::sort(t.begin(), t.end());
+      const size_t n = t.size();
+      median.push_back(std::max(n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, 1e-9));
+    }
+    return median;
   }
 
  private:
@@ -139,6 +145,7 @@ struct Sizes {
   int reps;
   int attention_cells;
   int nodes;  // in the graph that times a node's fixed cost
+  bool quick;
 };
 
 // The last-level cache, bytes (32 MiB when the system does not say).
@@ -193,6 +200,95 @@ TypeRate probe_type(Runner& runner, ggml_type type, const Sizes& sizes) {
     rate.prefill_flops = flops / std::max(t - stream, t * 0.1);
   }
   return rate;
+}
+
+// The seven matrices of one reference layer (a 1B-class llama block,
+// Llama 3.2 1B's widths): q, k, v (sharing their input), o, gate and up
+// (sharing theirs) and down, and which input each reads.
+struct RefMatrix {
+  int64_t n_in, n_out;
+  int input;  // 0: the layer's normed input, 1: attention's output, 2: the FFN's normed input, 3: SwiGLU's
+};
+constexpr RefMatrix kRefLayer[] = {{2048, 2048, 0}, {2048, 512, 0},  {2048, 512, 0}, {2048, 2048, 1},
+                                   {2048, 8192, 2}, {2048, 8192, 2}, {8192, 2048, 3}};
+constexpr int kQuickShrink = 8;  // --quick: the reference widths divided by this
+
+// A stack of reference layers' matrices, each with weights of its own
+// (together too big for the last-level cache, as a model's are).
+struct MatrixStack {
+  std::vector<Weight> weights;  // layer by layer, in kRefLayer's order
+  int64_t bytes = 0;
+  int shrink = 1;
+};
+
+MatrixStack make_matrix_stack(ggml_type type, int64_t stream_bytes, int shrink) {
+  MatrixStack stack;
+  stack.shrink = shrink;
+  int64_t layer_bytes = 0;
+  for (const RefMatrix& m : kRefLayer)
+    layer_bytes += int64_t(ggml_row_size(type, m.n_in / shrink)) * m.n_out / shrink;
+  const int64_t n_layers = std::max<int64_t>(2, (stream_bytes + layer_bytes - 1) / layer_bytes);
+  for (int64_t il = 0; il < n_layers; ++il) {
+    for (const RefMatrix& m : kRefLayer) {
+      stack.weights.push_back(make_weight(type, m.n_in / shrink, m.n_out / shrink));
+      stack.bytes += stack.weights.back().bytes();
+    }
+  }
+  return stack;
+}
+
+// One decode step's products through the stack, `rows` rows, as a model's
+// layers run them: one node after another (each waits for the one before,
+// as in a model's graph), each product quantizing its input as graft's
+// kernel for the type does (q4_rows once per shared input).
+Product make_stack_step(const MatrixStack& stack, int rows) {
+  Product p;
+  const size_t nodes = stack.weights.size() * 2 + 16;
+  p.ctx = new_context(nodes + 8, nodes);
+  ggml_context* ctx = p.ctx.get();
+  ggml_tensor* inputs[4];
+  for (int i = 0; i < 4; ++i) {
+    inputs[i] = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (i == 3 ? 8192 : 2048) / stack.shrink, rows);
+    ggml_set_input(inputs[i]);
+  }
+  p.graph = ggml_new_graph_custom(ctx, nodes, false);
+  constexpr size_t n_ref = std::size(kRefLayer);
+  for (size_t il = 0; il * n_ref < stack.weights.size(); ++il) {
+    ggml_tensor* quantized[4] = {};
+    for (size_t j = 0; j < n_ref; ++j) {
+      const Weight& w = stack.weights[il * n_ref + j];
+      const int in = kRefLayer[j].input;
+      ggml_tensor* y = nullptr;
+      if (q4_rows_supported(w.w)) {
+        if (!quantized[in]) quantized[in] = q4_rows_quantize(ctx, inputs[in]);
+        y = q4_rows_mul_mat(ctx, w.w, quantized[in]);
+      } else {
+        y = ggml_mul_mat(ctx, w.w, inputs[in]);
+      }
+      ggml_set_output(y);
+      ggml_build_forward_expand(p.graph, y);
+    }
+  }
+  p.alloc.reset(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
+  ggml_gallocr_alloc_graph(p.alloc.get(), p.graph);
+  for (ggml_tensor* x : inputs) {
+    std::vector<float> input(size_t(ggml_nelements(x)));
+    fill(input, 11);
+    ggml_backend_tensor_set(x, input.data(), 0, ggml_nbytes(x));
+  }
+  return p;
+}
+
+// A type's layer rates: the stack's bytes over the time of its products at
+// 1 and 8 rows. What a model's layers cost beyond one large product's rate
+// lands here: matrices of several shapes (small k and v among them), the
+// input quantized for each, a barrier after each.
+void probe_layer_matrices(Runner& runner, ggml_type type, const Sizes& sizes, TypeRate& rate) {
+  const MatrixStack stack = make_matrix_stack(type, sizes.stream_bytes, sizes.quick ? kQuickShrink : 1);
+  Product one = make_stack_step(stack, 1), eight = make_stack_step(stack, 8);
+  const std::vector<double> t = runner.seconds({one.graph, eight.graph}, sizes.reps);
+  rate.layer_bytes_per_s = double(stack.bytes) / t[0];
+  rate.layer_bytes_per_s_8 = double(stack.bytes) / std::max(t[1], t[0]);
 }
 
 // Attention of `rows` rows over `cells` cells of an F16 cache, `ops` times
@@ -273,10 +369,24 @@ Result<double> positive(const json& j, const char* key) {
 
 }  // namespace
 
-double TypeRate::decode_seconds(int64_t bytes, int rows) const {
-  const double one = double(bytes) / bytes_per_s;
-  const double eight = std::max(one, double(bytes) / bytes_per_s_8);
+namespace {
+
+// Seconds for `bytes` at `rows` rows: between the rates at 1 and 8 rows;
+// beyond, each further row as dear as the 2nd to 8th.
+double between(int64_t bytes, int rows, double per_s, double per_s_8) {
+  const double one = double(bytes) / per_s;
+  const double eight = std::max(one, double(bytes) / per_s_8);
   return one + (eight - one) * double(std::max(rows, 1) - 1) / 7.0;
+}
+
+}  // namespace
+
+double TypeRate::decode_seconds(int64_t bytes, int rows) const {
+  return between(bytes, rows, bytes_per_s, bytes_per_s_8);
+}
+
+double TypeRate::layer_decode_seconds(int64_t bytes, int rows) const {
+  return between(bytes, rows, layer_bytes_per_s, layer_bytes_per_s_8);
 }
 
 TypeRate ProbeResult::rate(int type) const {
@@ -314,7 +424,9 @@ json ProbeResult::to_json() const {
   for (const auto& [name, r] : types) {
     t[name] = {{"bytes_per_s", r.bytes_per_s},
                {"bytes_per_s_8", r.bytes_per_s_8},
-               {"prefill_flops", r.prefill_flops}};
+               {"prefill_flops", r.prefill_flops},
+               {"layer_bytes_per_s", r.layer_bytes_per_s},
+               {"layer_bytes_per_s_8", r.layer_bytes_per_s_8}};
   }
   return json{{"version", version},
               {"cpu", cpu},
@@ -364,6 +476,8 @@ Result<ProbeResult> ProbeResult::from_json(const json& j) {
     GRAFT_TRY(t.bytes_per_s, positive(v, "bytes_per_s"));
     GRAFT_TRY(t.bytes_per_s_8, positive(v, "bytes_per_s_8"));
     GRAFT_TRY(t.prefill_flops, positive(v, "prefill_flops"));
+    GRAFT_TRY(t.layer_bytes_per_s, positive(v, "layer_bytes_per_s"));
+    GRAFT_TRY(t.layer_bytes_per_s_8, positive(v, "layer_bytes_per_s_8"));
     r.types[name] = t;
   }
   return r;
@@ -382,10 +496,14 @@ Result<ProbeResult> run_probe(const ProbeOptions& options) {
   r.threads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   r.cpu = cpu_model();
   r.quick = options.quick;
-  const Sizes sizes = options.quick ? Sizes{int64_t(2) << 20, int64_t(1) << 20, 32, 2, 256, 64}
-                                    : Sizes{stream_bytes(), int64_t(12) << 20, 256, 5, 2048, 512};
+  const Sizes sizes = options.quick ? Sizes{int64_t(2) << 20, int64_t(1) << 20, 32, 2, 256, 64, true}
+                                    : Sizes{stream_bytes(), int64_t(12) << 20, 256, 7, 2048, 512, false};
   Runner runner(r.threads);
-  for (ggml_type type : kProbedTypes) r.types[ggml_type_name(type)] = probe_type(runner, type, sizes);
+  for (ggml_type type : kProbedTypes) {
+    TypeRate& rate = r.types[ggml_type_name(type)];
+    rate = probe_type(runner, type, sizes);
+    probe_layer_matrices(runner, type, sizes, rate);
+  }
   r.attention_decode = probe_attention(runner, 1, sizes.attention_cells, 8, false, sizes.reps);
   r.attention_prefill =
       probe_attention(runner, sizes.prefill_rows, sizes.prefill_rows, 1, true, std::max(2, sizes.reps / 2));

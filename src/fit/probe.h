@@ -1,5 +1,6 @@
 // The speed probe: a few seconds of graft's own kernels on this machine —
-// weight products of each common type at 1, 8 and many rows, attention over
+// weight products of each common type at 1, 8 and many rows, the products
+// of a stack of layers' matrices at 1 and 8 rows, attention over
 // an F16 cache, and the fixed cost of a graph node — from which speed.h
 // predicts prefill and decode rates. Decode products are timed on weights
 // several times larger than the CPU's last-level cache, so they stream from
@@ -25,16 +26,25 @@ struct TypeRate {
   double bytes_per_s = 0;    // weight bytes per second of a 1-row product, from memory
   double bytes_per_s_8 = 0;  // the same for an 8-row product (the weights read once for all rows)
   double prefill_flops = 0;  // arithmetic per second of a product of many rows
+  // The same two for the matrices of a model's layers, one product after
+  // another (a 1B-class llama layer's seven shapes, stacked past the cache):
+  // their bytes over their time, which carries what a layer's products cost
+  // beyond one large product's rate (small matrices, the input quantized
+  // for each, the barrier after each).
+  double layer_bytes_per_s = 0;
+  double layer_bytes_per_s_8 = 0;
 
   // Seconds of a product of `rows` rows (1 - 8: between the two measured
   // rates; beyond: each further row as dear as the 2nd to 8th) with a
   // matrix of `bytes` bytes.
   double decode_seconds(int64_t bytes, int rows) const;
+  // The same for a matrix of a layer, at the layer rates.
+  double layer_decode_seconds(int64_t bytes, int rows) const;
 };
 
 // Bumped when what the probe measures changes; older cached results are
 // measured anew.
-inline constexpr int kProbeVersion = 2;
+inline constexpr int kProbeVersion = 3;
 
 struct ProbeResult {
   int version = kProbeVersion;

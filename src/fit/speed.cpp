@@ -12,9 +12,12 @@ int padded(int cells) {
   return std::max(kWindow, (cells + kWindow - 1) / kWindow * kWindow);
 }
 
-// Seconds for one product of a few rows (decode) with m.
+// Seconds for one product of a few rows (decode) with m: a layer's
+// matrices at the layer rates, the output projection (one large product) at
+// the single product's.
 double decode_matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeResult& probe) {
-  return probe.rate(m.type).decode_seconds(m.bytes, rows);
+  const TypeRate r = probe.rate(m.type);
+  return m.layer >= 0 ? r.layer_decode_seconds(m.bytes, rows) : r.decode_seconds(m.bytes, rows);
 }
 
 // Seconds for one product of many rows (a prompt) with m: streaming its

@@ -16,8 +16,10 @@ ProbeResult made_up_probe(double bandwidth, double flops, double bandwidth_8 = 0
   p.cpu = "Test CPU";
   p.threads = 2;
   p.measured_at = "2025-01-01T00:00:00Z";
-  for (const char* t : {"f16", "q8_0", "q4_0"})
-    p.types[t] = {bandwidth, bandwidth_8 > 0 ? bandwidth_8 : bandwidth, flops};
+  for (const char* t : {"f16", "q8_0", "q4_0"}) {
+    const double eight = bandwidth_8 > 0 ? bandwidth_8 : bandwidth;
+    p.types[t] = {bandwidth, eight, flops, bandwidth, eight};
+  }
   p.attention_decode = p.attention_prefill = flops;
   p.node_seconds = 1e-12;
   return p;
@@ -40,6 +42,9 @@ TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
     // Eight rows never read the weights faster than one.
     EXPECT_LE(p->types.at(t).bytes_per_s_8, p->types.at(t).bytes_per_s) << t;
     EXPECT_GT(p->types.at(t).prefill_flops, 1e6) << t;
+    EXPECT_GT(p->types.at(t).layer_bytes_per_s, 1e7) << t;
+    EXPECT_GT(p->types.at(t).layer_bytes_per_s_8, 1e6) << t;
+    EXPECT_LE(p->types.at(t).layer_bytes_per_s_8, p->types.at(t).layer_bytes_per_s) << t;
   }
   EXPECT_GT(p->attention_decode, 0);
   EXPECT_GT(p->attention_prefill, 0);
@@ -50,6 +55,7 @@ TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
   auto back = ProbeResult::from_json(p->to_json());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->types.at("q4_0").bytes_per_s, p->types.at("q4_0").bytes_per_s);
+  EXPECT_EQ(back->types.at("q8_0").layer_bytes_per_s_8, p->types.at("q8_0").layer_bytes_per_s_8);
 }
 
 TEST(FitProbe, TheCacheKeepsOneResultPerCpuAndThreadCount) {
@@ -88,11 +94,33 @@ TEST(FitProbe, ResultsOfAnOlderProbeAreMeasuredAnew) {
 }
 
 TEST(FitSpeed, ProductsBetweenOneAndEightRowsTakeTheMeasuredRates) {
-  TypeRate r{1e9, 0.25e9, 1e11};
+  TypeRate r{1e9, 0.25e9, 1e11, 0.5e9, 0.125e9};
   EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 1), 1.0);
   EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 8), 4.0);
   EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 4), 1.0 + 3.0 * 3.0 / 7.0);
   EXPECT_DOUBLE_EQ(r.decode_seconds(1000000000, 15), 7.0);
+  // A layer's matrices take the layer rates.
+  EXPECT_DOUBLE_EQ(r.layer_decode_seconds(1000000000, 1), 2.0);
+  EXPECT_DOUBLE_EQ(r.layer_decode_seconds(1000000000, 8), 8.0);
+}
+
+TEST(FitSpeed, LayerMatricesTakeTheLayerRatesAndTheOutputTheProducts) {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  auto model = FitModel::open(testing::test_model_path(spec));
+  ASSERT_TRUE(model.ok());
+  const FitModel& m = **model;
+  int64_t layer_bytes = 0, output_bytes = 0;
+  for (const auto& mat : m.matrices()) (mat.layer >= 0 ? layer_bytes : output_bytes) += mat.bytes;
+  ASSERT_GT(layer_bytes, 0);
+  ASSERT_GT(output_bytes, 0);
+  ProbeResult p = made_up_probe(1e9, 1e30);
+  p.attention_decode = 1e30;
+  p.types["q8_0"].layer_bytes_per_s = 0.5e9;  // the layers' matrices stream at half the output's rate
+  const SpeedPrediction got = predict_speed(m, m.resolve(ServeSettings{}), p);
+  const double seconds = double(layer_bytes) / 0.5e9 + double(output_bytes) / 1e9;
+  EXPECT_NEAR(got.decode_tps.at(1), 1.0 / seconds, 1e-4 / seconds);
 }
 
 TEST(FitProbe, BadProbeFilesAreRefusedWithTheField) {
