@@ -14,6 +14,7 @@
 #     with each measurement (the probe and graft bench run at this shell's
 #     priority: run the script without nice).
 # The probe (graft fit --probe) runs first unless PROBE=0 (then the cached one).
+# MEMORY=0 runs the speed half only.
 # Env: GRAFT, THREADS (see bench/common.sh), TYPES (default "f16 q8_0 q4_0"),
 # CTXS (default "1024 4096"), PARALLEL (default 2), GEN (default 16), REPS (3).
 set -euo pipefail
@@ -44,6 +45,7 @@ model_for() {
 for type in $TYPES; do
   model=$(model_for "$type")
   for ctx in $CTXS; do
+    [ "${MEMORY:-1}" = 0 ] && continue
     echo "$type, ctx $ctx: predicting, then serving under full load ..." >&2
     "$GRAFT" fit "$model" --ctx "$ctx" --parallel "$PARALLEL" --threads "$THREADS" --json --no-machines \
       >"$OUT/fit-$type-$ctx.json"
@@ -90,6 +92,7 @@ print("| type | ctx | predicted MiB | measured MiB | error | file resident MiB /
 print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
 for t in types:
     for c in ctxs:
+        if not os.path.exists(f"{out}/fit-{t}-{c}.json"): continue
         fit = json.load(open(f"{out}/fit-{t}-{c}.json"))
         pred = fit["memory"]["total"]
         meas = int(float(open(f"{out}/peak-{t}-{c}.txt").read().strip() or 0))
