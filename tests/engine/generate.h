@@ -1,6 +1,7 @@
 // Test helpers: greedy generation through Forward, one sequence or many.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +21,11 @@ struct Engine {
   std::unique_ptr<Forward> forward;
 };
 
-inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2) {
+// Sliding-window models keep their sliding-window layers' cells in a pool of
+// their own, as the server does, of local_cells cells (-1: a window per
+// sequence and 256 rows; 0: no such pool).
+inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2,
+                          int local_cells = -1) {
   Engine e;
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
@@ -30,6 +35,12 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
   options.n_cells = n_cells;
   options.n_seq_max = n_seq;
   options.n_state_snapshots = 4;  // hybrid models
+  const ModelConfig& c = e.model->config();
+  if (local_cells < 0 && sliding_kv_bytes_per_token(c, options.type) > 0 &&
+      sliding_kv_bytes_per_token(c, options.type) < kv_bytes_per_token(c, options.type)) {
+    local_cells = n_seq * (c.sliding_window - 1) + 256;
+  }
+  options.n_local_cells = std::max(local_cells, 0);
   auto cache = KvCache::create(e.model->config(), options);
   EXPECT_TRUE(cache.ok());
   e.cache = std::move(*cache);
