@@ -107,7 +107,9 @@ class KvCache {
   int local_cells_used() const { return local_.n_used; }
   int sliding_window() const { return window_; }
   // Whether n more cells can be given out now (in both pools).
-  bool can_fit(int n) const { return n <= cells_free() && n <= local_.total() - local_.n_used; }
+  bool can_fit(int n) const {
+    return n <= cells_free() && (local_.total() == 0 || n <= local_.total() - local_.n_used);
+  }
   size_t bytes_total() const;           // the cells, and each sequence's recurrent state (hybrid models)
   size_t bytes_per_token() const;       // per cell, all attention layers of the main pool, K and V
   size_t local_bytes_per_cell() const;  // per cell of the local pool (0 without one)
