@@ -45,6 +45,7 @@ SchedulerConfig scheduler_config(const EngineConfig& config, const ExecutorLimit
     s.state_cells = (limits.state_bytes + per_cell - 1) / per_cell;
     s.max_snapshots = limits.max_state_snapshots;
   }
+  s.window = limits.sliding_window;
   return s;
 }
 
@@ -58,7 +59,9 @@ Engine::Engine(std::unique_ptr<Executor> executor, std::shared_ptr<const TokenTe
       scheduler_(scheduler_config(config_, limits_)),
       started_(Clock::now()) {
   stats_.kv_budget_tokens = config_.kv_budget_tokens;
-  stats_.kv_budget_bytes = config_.kv_budget_tokens * limits_.kv_bytes_per_token;
+  stats_.kv_budget_bytes = config_.kv_budget_tokens * limits_.kv_bytes_per_token +
+                           limits_.local_cells * limits_.local_bytes_per_cell;
+  stats_.kv_window_cells_total = limits_.local_cells;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -466,6 +469,13 @@ void Engine::publish_stats(int batch_rows, bool count_step) {
     stats_.state_bytes = (int64_t{scheduler_.n_states()} + scheduler_.n_snapshots()) * limits_.state_bytes;
     stats_.kv_bytes += int64_t{scheduler_.n_running()} * limits_.state_bytes;
     stats_.prefix_cache_bytes += int64_t{scheduler_.n_cached()} * limits_.state_bytes;
+  }
+  if (limits_.local_cells > 0) {
+    // The sliding-window layers' pool: each sequence's window.
+    const int64_t running = scheduler_.running_window_cells(), cached = scheduler_.cached_window_cells();
+    stats_.kv_window_cells = running + cached;
+    stats_.kv_bytes += running * limits_.local_bytes_per_cell;
+    stats_.prefix_cache_bytes += cached * limits_.local_bytes_per_cell;
   }
   stats_.tokens_per_second = span > 0 ? tokens / span : 0;
 }

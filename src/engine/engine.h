@@ -56,8 +56,8 @@ struct EngineStats {
   uint64_t steps = 0;
   int batch_rows = 0;        // rows in the last step
   int64_t pending_rows = 0;  // prompt tokens not yet computed (running and waiting)
-  int64_t kv_tokens = 0;     // KV cells held by running requests
-  int64_t kv_bytes = 0;
+  int64_t kv_tokens = 0;  // KV cells held by running requests (the global layers' of sliding-window models)
+  int64_t kv_bytes = 0;   // their bytes, with their windows' (sliding-window models)
   int64_t kv_reserved_tokens = 0;  // projected KV of running requests (admission counts this)
   int64_t kv_budget_tokens = 0;
   int64_t kv_budget_bytes = 0;
@@ -69,6 +69,11 @@ struct EngineStats {
   int64_t state_bytes = 0;
   int64_t state_bytes_per_sequence = 0;
   int state_snapshots = 0;
+  // Sliding-window models: cells of the sliding-window layers' own pool held
+  // by running and cached sequences (each keeps only its window), and the
+  // pool's size (0: no such pool; every layer counts in kv_tokens).
+  int64_t kv_window_cells = 0;
+  int64_t kv_window_cells_total = 0;
 };
 
 class Engine {

@@ -28,6 +28,14 @@ struct ExecutorLimits {
   // keeps none) and the most state snapshots held at once.
   int64_t state_bytes = 0;
   int max_state_snapshots = 0;
+  // Sliding-window models whose sliding-window layers keep their cells in a
+  // pool of their own: the window (0: no such pool), that pool's cells and
+  // bytes per cell. kv_cells and kv_bytes_per_token are then the other
+  // layers'; a sequence holds at most sliding_window - 1 cells of the pool
+  // between steps, and max_sequences of them with one batch's rows fit it.
+  int sliding_window = 0;
+  int64_t local_cells = 0;
+  int64_t local_bytes_per_cell = 0;
 };
 
 // What one logits row of a step gives: the sampled token, or why there is none.

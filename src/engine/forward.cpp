@@ -48,7 +48,9 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   ctx.reset();
   const ModelConfig& c = model.config();
   const size_t max_nodes =
-      size_t(c.n_layer) * (160 + 12 * shape.windows.size() + 40 * shape.state_groups.size()) + 256;
+      size_t(c.n_layer) *
+          (160 + 12 * (shape.windows.size() + shape.local_windows.size()) + 40 * shape.state_groups.size()) +
+      256;
   memory.resize(ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false));
   ggml_init_params params{};
   params.mem_size = memory.size();
@@ -76,11 +78,20 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   for (const KvCache::Window& w : shape.windows) {
     AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
     group.mask = input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "mask");
-    if (c.has_sliding_layers()) {
+    if (c.has_sliding_layers() && shape.local_windows.empty()) {
       group.sliding_mask =
           input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "sliding_mask");
     }
     g.attention.groups.push_back(group);
+  }
+  if (!shape.local_windows.empty()) {
+    g.attention.local_store_rows =
+        input(ggml_new_tensor_1d(g.ctx, GGML_TYPE_I64, shape.n_rows), "local_store_rows");
+    for (const KvCache::Window& w : shape.local_windows) {
+      AttentionInputs::Group group{w.row_begin, w.n_rows, w.cell_begin, w.n_cells, nullptr};
+      group.mask = input(ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, w.n_cells, w.n_rows), "local_mask");
+      g.attention.local_groups.push_back(group);
+    }
   }
   if (recurrent) {
     g.recurrent.layers = *recurrent;
@@ -196,6 +207,9 @@ Status Forward::reserve(int n_rows, int n_outputs) {
   shape.n_rows = n_rows;
   shape.n_outputs = std::clamp(n_outputs, 1, n_rows);
   shape.windows = {KvCache::Window{0, n_rows, 0, cache_.cells_total()}};
+  if (cache_.local_cells_total() > 0) {
+    shape.local_windows = {KvCache::Window{0, n_rows, 0, cache_.local_cells_total()}};
+  }
   if (cache_.recurrent()) shape.state_groups = {{0, 1, n_rows}};
   GRAFT_TRY_STATUS(build(shape));
   --graphs_built_;  // not a batch's graph
@@ -221,6 +235,10 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     positions[r] = batch.rows[size_t(r)].pos;
     store[r] = placement.cells[size_t(r)];
   }
+  if (g.attention.local_store_rows) {
+    std::copy(placement.local_cells.begin(), placement.local_cells.end(),
+              static_cast<int64_t*>(g.attention.local_store_rows->data));
+  }
   if (g.out_rows) {
     auto* out = static_cast<int32_t*>(g.out_rows->data);
     int k = 0;
@@ -238,6 +256,12 @@ void Forward::set_inputs(const Batch& batch, const KvCache::Placement& placement
     if (group.sliding_mask && group.sliding_mask->data) {
       cache_.fill_sliding_mask(batch, placement.windows[i], model_.config().sliding_window,
                                static_cast<ggml_fp16_t*>(group.sliding_mask->data));
+    }
+  }
+  for (size_t i = 0; i < placement.local_windows.size(); ++i) {
+    const AttentionInputs::Group& group = g.attention.local_groups[i];
+    if (group.mask->data) {
+      cache_.fill_local_mask(batch, placement.local_windows[i], static_cast<ggml_fp16_t*>(group.mask->data));
     }
   }
   for (size_t i = 0; i < placement.state_groups.size(); ++i) {
@@ -309,6 +333,7 @@ Result<LogitsView> Forward::run(const Batch& batch) {
   const int n_logits = batch.n_logits();
   shape.n_outputs = std::max(1, n_logits);
   shape.windows = placement.windows;
+  shape.local_windows = placement.local_windows;
   for (const KvCache::StateGroup& sg : placement.state_groups) {
     shape.state_groups.push_back({sg.row_begin, sg.n_seqs, sg.n_tokens});
   }
@@ -332,6 +357,7 @@ Result<LogitsView> Forward::run(const Batch& batch) {
     unplace(batch);
     return errorf("compute_failed", "the forward pass failed ({})", ggml_status_to_string(status));
   }
+  cache_.trim_windows(batch);
   LogitsView view;
   view.data = static_cast<const float*>(logits_->data);
   view.n_vocab = model_.config().n_vocab;

@@ -74,6 +74,7 @@ class Forward {
     int n_rows = 0;
     int n_outputs = 0;
     std::vector<KvCache::Window> windows;
+    std::vector<KvCache::Window> local_windows;  // a cache with a local pool: its windows
     int lora_used = 0;
     std::array<bool, kLoraTypeCount> lora_types{};
     uint64_t lora_version = 0;

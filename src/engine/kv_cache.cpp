@@ -1,6 +1,7 @@
 #include "engine/kv_cache.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include <ggml-cpu.h>
@@ -10,6 +11,34 @@ namespace graft {
 size_t kv_bytes_per_token(const ModelConfig& config, ggml_type type) {
   const int n_attention = config.n_layer - config.n_recurrent_layers();
   return 2 * size_t(n_attention) * ggml_row_size(type, config.n_embd_kv());
+}
+
+size_t sliding_kv_bytes_per_token(const ModelConfig& config, ggml_type type) {
+  if (!config.has_sliding_layers()) return 0;
+  int n_local = 0;
+  for (int il = 0; il < config.n_layer; ++il) n_local += !config.is_recurrent(il) && config.is_sliding(il);
+  return 2 * size_t(n_local) * ggml_row_size(type, config.n_embd_kv());
+}
+
+KvSplit split_kv_budget(const ModelConfig& config, ggml_type type, int64_t n_tokens, int n_ctx,
+                        int max_sequences, int max_rows) {
+  KvSplit split{n_tokens, 0, max_sequences};
+  const int64_t local = int64_t(sliding_kv_bytes_per_token(config, type));
+  const int64_t global = int64_t(kv_bytes_per_token(config, type)) - local;
+  if (local == 0 || global == 0 || config.sliding_window <= 0 || n_tokens <= 0) return split;
+  // A sequence's window there: the positions before its next row that it
+  // sees (never more than a context's).
+  const int64_t window = std::max<int64_t>(1, std::min<int64_t>(config.sliding_window - 1, n_ctx));
+  const int64_t rows = std::max(max_rows, 1);
+  // The local layers' share of the budget is n_tokens of their cells: as
+  // many windows as that holds beside one batch, at least one.
+  const int64_t n_seq = std::clamp<int64_t>((n_tokens - rows) / window, 1, std::max(max_sequences, 1));
+  split.max_sequences = int(n_seq);
+  // No more cells than the sequences have positions.
+  split.local_cells = std::min(n_seq * window + rows, n_seq * std::max<int64_t>(n_ctx, 1));
+  // What the local pool leaves of the budget's bytes holds global cells.
+  split.global_cells = (n_tokens * (global + local) - split.local_cells * local) / global;
+  return split;
 }
 
 size_t recurrent_state_bytes(const ModelConfig& config) {
@@ -31,10 +60,21 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
     return errorf("invalid_argument", "KV cache type {} needs head widths that are multiples of {}",
                   ggml_type_name(options.type), ggml_blck_size(options.type));
   }
+  if (options.n_local_cells < 0) return errorf("invalid_argument", "negative local pool size");
+  const bool split = options.n_local_cells > 0;
+  if (split && sliding_kv_bytes_per_token(config, options.type) == 0) {
+    return errorf("invalid_argument", "a local KV pool needs sliding-window layers");
+  }
   std::unique_ptr<KvCache> cache(new KvCache());
-  cache->cells_.resize(size_t(options.n_cells));
+  cache->pool_.cells.resize(size_t(options.n_cells));
+  cache->pool_.seq_tail.assign(size_t(options.n_seq_max), -1);
+  if (split) {
+    cache->local_.cells.resize(size_t(options.n_local_cells));
+    cache->local_.seq_tail.assign(size_t(options.n_seq_max), -1);
+    cache->window_ = config.sliding_window;
+  }
   cache->seq_len_.assign(size_t(options.n_seq_max), 0);
-  cache->seq_tail_.assign(size_t(options.n_seq_max), -1);
+  cache->local_valid_.assign(size_t(options.n_seq_max), true);
   cache->n_seq_max_ = options.n_seq_max;
   cache->type_ = options.type;
 
@@ -48,8 +88,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
       cache->layers_.push_back(layer);
       continue;
     }
-    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
-    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), options.n_cells);
+    const int n = split && config.is_sliding(il) ? options.n_local_cells : options.n_cells;
+    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), n);
+    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), n);
     ggml_format_name(layer.k, "cache_k.%d", il);
     ggml_format_name(layer.v, "cache_v.%d", il);
     cache->layers_.push_back(layer);
@@ -59,7 +100,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
         ggml_backend_alloc_ctx_tensors_from_buft(cache->ctx_.get(), ggml_backend_cpu_buffer_type()));
     if (!cache->buffer_) {
       return errorf("out_of_memory", "cannot allocate {} MiB for the KV cache",
-                    cache->bytes_per_token() * size_t(options.n_cells) >> 20);
+                    (cache->bytes_per_token() * size_t(options.n_cells) +
+                     cache->local_bytes_per_cell() * size_t(options.n_local_cells)) >>
+                        20);
     }
     ggml_backend_buffer_clear(cache->buffer_.get(), 0);
   }
@@ -80,7 +123,10 @@ Result<ggml_type> KvCache::type_from_name(std::string_view name) {
 
 KvCache::Footprint KvCache::footprint(const ModelConfig& config, ggml_type type) {
   Footprint f;
-  f.bytes_per_cell = kv_bytes_per_token(config, type);  // attention layers only
+  // Attention layers only. A sliding-window model's local pool takes its
+  // share of a budget of n cells' worth (split_kv_budget), so n cells cost
+  // the same.
+  f.bytes_per_cell = kv_bytes_per_token(config, type);
   f.bytes_per_sequence = recurrent_state_bytes(config);
   return f;
 }
@@ -95,7 +141,19 @@ size_t KvCache::bytes_total() const {
 size_t KvCache::bytes_per_token() const {
   size_t n = 0;
   for (const auto& l : layers_) {
-    if (l.k) n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+    if (l.k && l.k->ne[1] == pool_.total()) {
+      n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+    }
+  }
+  return n;
+}
+
+size_t KvCache::local_bytes_per_cell() const {
+  size_t n = 0;
+  for (const auto& l : layers_) {
+    if (l.k && local_.total() > 0 && l.k->ne[1] == local_.total() && local_.total() != pool_.total()) {
+      n += ggml_row_size(l.k->type, l.k->ne[0]) + ggml_row_size(l.v->type, l.v->ne[0]);
+    }
   }
   return n;
 }
@@ -104,12 +162,36 @@ int KvCache::seq_length(SeqId seq) const {
   return valid_seq(seq) ? seq_len_[size_t(seq)] : 0;
 }
 
-void KvCache::release(Cell& cell, SeqId seq) {
+void KvCache::release(Pool& pool, Cell& cell, SeqId seq) {
   cell.seqs.reset(size_t(seq));
   if (cell.free()) {
     cell.pos = -1;
-    --n_used_;
+    --pool.n_used;
   }
+}
+
+int KvCache::keep_range(Pool& pool, SeqId seq, int lo, int hi) {
+  int tail = -1;
+  for (int i = 0; i < pool.used_end; ++i) {
+    Cell& c = pool.cells[size_t(i)];
+    if (!c.seqs.test(size_t(seq))) continue;
+    if (c.pos < lo || c.pos >= hi) {
+      release(pool, c, seq);
+    } else if (c.pos == hi - 1) {
+      tail = i;
+    }
+  }
+  while (pool.used_end > 0 && pool.cells[size_t(pool.used_end - 1)].free()) --pool.used_end;
+  return tail;
+}
+
+int KvCache::local_cells_below(SeqId seq, int n) const {
+  int count = 0;
+  for (int i = 0; i < local_.used_end; ++i) {
+    const Cell& c = local_.cells[size_t(i)];
+    if (c.seqs.test(size_t(seq)) && c.pos < n) ++count;
+  }
+  return count;
 }
 
 void KvCache::seq_free(SeqId seq) {
@@ -127,19 +209,25 @@ void KvCache::seq_truncate(SeqId seq, int n_keep) {
     if (n_keep > 0 && back) state_->restore(seq, n_keep, seq);
     state_valid_[size_t(seq)] = back;
   }
-  int tail = -1;
-  for (int i = 0; i < used_end_; ++i) {
-    Cell& c = cells_[size_t(i)];
-    if (!c.seqs.test(size_t(seq))) continue;
-    if (c.pos >= n_keep) {
-      release(c, seq);
-    } else if (c.pos == n_keep - 1) {
-      tail = i;
-    }
+  pool_.seq_tail[size_t(seq)] = keep_range(pool_, seq, 0, n_keep);
+  if (local_.total() > 0) {
+    local_.seq_tail[size_t(seq)] = keep_range(local_, seq, 0, n_keep);
+    // Cut back past what it still holds there, the sequence cannot go on
+    // (place() says so) until it is freed.
+    local_valid_[size_t(seq)] = local_cells_below(seq, n_keep) == window_cells(n_keep);
   }
   seq_len_[size_t(seq)] = n_keep;
-  seq_tail_[size_t(seq)] = tail;
-  while (used_end_ > 0 && cells_[size_t(used_end_ - 1)].free()) --used_end_;
+}
+
+void KvCache::trim_windows(const Batch& batch) {
+  if (local_.total() == 0) return;
+  SeqSet done;
+  for (const BatchRow& row : batch.rows) {
+    if (!valid_seq(row.seq) || done.test(size_t(row.seq))) continue;
+    done.set(size_t(row.seq));
+    const int len = seq_len_[size_t(row.seq)];
+    local_.seq_tail[size_t(row.seq)] = keep_range(local_, row.seq, len - window_cells(len), len);
+  }
 }
 
 Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
@@ -151,6 +239,13 @@ Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
   if (n < 0 || n > seq_len_[size_t(src)]) {
     return errorf("invalid_argument", "sequence {} holds {} positions, cannot copy {}", src,
                   seq_len_[size_t(src)], n);
+  }
+  const int from = n - window_cells(n);  // local pool: the window before position n
+  if (local_.total() > 0 && n > 0 &&
+      (!local_valid_[size_t(src)] || local_cells_below(src, n) - local_cells_below(src, from) != n - from)) {
+    return errorf("invalid_argument",
+                  "sequence {} no longer holds the sliding window before position {} (its length {})", src, n,
+                  seq_len_[size_t(src)]);
   }
   if (state_ && n > 0) {
     const bool whole = n == seq_len_[size_t(src)] && state_valid_[size_t(src)];
@@ -166,16 +261,23 @@ Status KvCache::seq_copy_prefix(SeqId src, SeqId dst, int n) {
     }
     state_valid_[size_t(dst)] = true;
   }
-  int tail = -1;
-  for (int i = 0; i < used_end_; ++i) {
-    Cell& c = cells_[size_t(i)];
-    if (c.seqs.test(size_t(src)) && c.pos < n) {
-      c.seqs.set(size_t(dst));
-      if (c.pos == n - 1) tail = i;
+  auto share = [&](Pool& pool, int lo) {
+    int tail = -1;
+    for (int i = 0; i < pool.used_end; ++i) {
+      Cell& c = pool.cells[size_t(i)];
+      if (c.seqs.test(size_t(src)) && c.pos >= lo && c.pos < n) {
+        c.seqs.set(size_t(dst));
+        if (c.pos == n - 1) tail = i;
+      }
     }
+    pool.seq_tail[size_t(dst)] = tail;
+  };
+  share(pool_, 0);
+  if (local_.total() > 0) {
+    share(local_, from);
+    local_valid_[size_t(dst)] = true;
   }
   seq_len_[size_t(dst)] = n;
-  seq_tail_[size_t(dst)] = tail;
   return {};
 }
 
@@ -200,15 +302,18 @@ void KvCache::clear() {
     state_->drop_all();
     std::fill(state_valid_.begin(), state_valid_.end(), true);
   }
-  for (Cell& c : cells_) c = Cell{};
+  for (Pool* pool : {&pool_, &local_}) {
+    for (Cell& c : pool->cells) c = Cell{};
+    std::fill(pool->seq_tail.begin(), pool->seq_tail.end(), -1);
+    pool->n_used = 0;
+    pool->used_end = 0;
+  }
   std::fill(seq_len_.begin(), seq_len_.end(), 0);
-  std::fill(seq_tail_.begin(), seq_tail_.end(), -1);
-  n_used_ = 0;
-  used_end_ = 0;
+  std::fill(local_valid_.begin(), local_valid_.end(), true);
 }
 
 int KvCache::padded_n_kv() const {
-  const int padded = std::max(kWindowPad, (used_end_ + kWindowPad - 1) / kWindowPad * kWindowPad);
+  const int padded = std::max(kWindowPad, (pool_.used_end + kWindowPad - 1) / kWindowPad * kWindowPad);
   return std::min(padded, cells_total());
 }
 
@@ -227,10 +332,19 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
       return errorf("invalid_argument", "row {}: sequence {} continues at position {}, not {}", r, row.seq,
                     next[size_t(row.seq)], row.pos);
     }
+    if (!local_valid_[size_t(row.seq)]) {
+      return errorf("invalid_argument",
+                    "sequence {} was cut back to a position whose sliding window it no longer holds",
+                    row.seq);
+    }
     ++next[size_t(row.seq)];
   }
-  if (!can_fit(n)) {
+  if (n > cells_free()) {
     return errorf("kv_cache_full", "the KV cache has {} free cells, the batch needs {}", cells_free(), n);
+  }
+  if (!can_fit(n)) {
+    return errorf("kv_cache_full", "the sliding-window KV pool has {} free cells, the batch needs {}",
+                  local_.total() - local_.n_used, n);
   }
   Placement placement;
   if (state_) {
@@ -244,7 +358,18 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
       }
     }
   }
-  placement.cells.resize(size_t(n));
+  place_rows(pool_, batch, placement.cells);
+  if (local_.total() > 0) place_rows(local_, batch, placement.local_cells);
+  seq_len_ = std::move(next);
+  placement.n_kv = padded_n_kv();
+  placement.windows = windows_for(pool_, batch);
+  if (local_.total() > 0) placement.local_windows = windows_for(local_, batch);
+  return placement;
+}
+
+void KvCache::place_rows(Pool& pool, const Batch& batch, std::vector<int64_t>& cells) {
+  const int n = int(batch.size());
+  cells.resize(size_t(n));
   int scattered = 0;  // where the search for single free cells goes on
   for (int r = 0; r < n;) {
     // A run of rows of one sequence.
@@ -253,40 +378,36 @@ Result<KvCache::Placement> KvCache::place(const Batch& batch) {
     while (end < n && batch.rows[size_t(end)].seq == seq) ++end;
     const int m = end - r;
     int start = -1;
-    const int tail = seq_tail_[size_t(seq)];
-    if (tail >= 0 && tail + m < cells_total()) {
+    const int tail = pool.seq_tail[size_t(seq)];
+    if (tail >= 0 && tail + m < pool.total()) {
       start = tail + 1;
       for (int i = start; i < start + m; ++i) {
-        if (!cells_[size_t(i)].free()) {
+        if (!pool.cells[size_t(i)].free()) {
           start = -1;
           break;
         }
       }
     }
-    if (start < 0) start = tail >= 0 ? find_free_run(m, tail + 1) : place_new_sequence(m);
+    if (start < 0) start = tail >= 0 ? find_free_run(pool, m, tail + 1) : place_new_sequence(pool, m);
     for (int k = 0; k < m; ++k) {
       int cell = start;
       if (start >= 0) {
         cell = start + k;
       } else {  // no run long enough: any free cells
-        while (!cells_[size_t(scattered)].free()) ++scattered;
+        while (!pool.cells[size_t(scattered)].free()) ++scattered;
         cell = scattered;
       }
       const BatchRow& row = batch.rows[size_t(r + k)];
-      Cell& c = cells_[size_t(cell)];
+      Cell& c = pool.cells[size_t(cell)];
       c.pos = row.pos;
       c.seqs.set(size_t(row.seq));
-      ++n_used_;
-      used_end_ = std::max(used_end_, cell + 1);
-      placement.cells[size_t(r + k)] = cell;
-      seq_tail_[size_t(seq)] = cell;
+      ++pool.n_used;
+      pool.used_end = std::max(pool.used_end, cell + 1);
+      cells[size_t(r + k)] = cell;
+      pool.seq_tail[size_t(seq)] = cell;
     }
     r = end;
   }
-  seq_len_ = std::move(next);
-  placement.n_kv = padded_n_kv();
-  placement.windows = windows_for(batch);
-  return placement;
 }
 
 Result<std::vector<KvCache::StateGroup>> KvCache::state_groups_for(const Batch& batch) const {
@@ -320,28 +441,28 @@ Result<std::vector<KvCache::StateGroup>> KvCache::state_groups_for(const Batch& 
   return groups;
 }
 
-int KvCache::find_free_run(int n, int from) const {
+int KvCache::find_free_run(const Pool& pool, int n, int from) {
   // From `from` to the end, then from the start.
-  for (const auto& [begin, end] : {std::pair{from, cells_total()}, std::pair{0, from}}) {
+  for (const auto& [begin, end] : {std::pair{from, pool.total()}, std::pair{0, from}}) {
     int run = 0;
     for (int i = begin; i < end; ++i) {
-      run = cells_[size_t(i)].free() ? run + 1 : 0;
+      run = pool.cells[size_t(i)].free() ? run + 1 : 0;
       if (run == n) return i - n + 1;
     }
   }
   return -1;
 }
 
-int KvCache::place_new_sequence(int n) const {
+int KvCache::place_new_sequence(const Pool& pool, int n) {
   // The longest free run.
   int best_begin = -1, best_len = 0;
-  for (int i = 0; i < cells_total();) {
-    if (!cells_[size_t(i)].free()) {
+  for (int i = 0; i < pool.total();) {
+    if (!pool.cells[size_t(i)].free()) {
       ++i;
       continue;
     }
     int j = i;
-    while (j < cells_total() && cells_[size_t(j)].free()) ++j;
+    while (j < pool.total() && pool.cells[size_t(j)].free()) ++j;
     if (j - i > best_len) {
       best_begin = i;
       best_len = j - i;
@@ -360,16 +481,16 @@ int KvCache::place_new_sequence(int n) const {
   return mid;
 }
 
-std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
+std::vector<KvCache::Window> KvCache::windows_for(const Pool& pool, const Batch& batch) const {
   constexpr int kMaxWindows = 16;
   // Each sequence's cells: [lo, hi).
   std::vector<SeqId> seqs;
   for (const BatchRow& row : batch.rows) {
     if (std::find(seqs.begin(), seqs.end(), row.seq) == seqs.end()) seqs.push_back(row.seq);
   }
-  std::vector<int> lo(seqs.size(), cells_total()), hi(seqs.size(), 0);
-  for (int j = 0; j < used_end_; ++j) {
-    const Cell& c = cells_[size_t(j)];
+  std::vector<int> lo(seqs.size(), pool.total()), hi(seqs.size(), 0);
+  for (int j = 0; j < pool.used_end; ++j) {
+    const Cell& c = pool.cells[size_t(j)];
     if (c.free()) continue;
     for (size_t k = 0; k < seqs.size(); ++k) {
       if (c.seqs.test(size_t(seqs[k]))) {
@@ -390,7 +511,7 @@ std::vector<KvCache::Window> KvCache::windows_for(const Batch& batch) const {
   for (int r = 0; r < int(batch.size()); ++r) {
     const size_t k = size_t(std::find(seqs.begin(), seqs.end(), batch.rows[size_t(r)].seq) - seqs.begin());
     const int begin = lo[k] / kWindowPad * kWindowPad;
-    const int end = std::min(cells_total(), (hi[k] + kWindowPad - 1) / kWindowPad * kWindowPad);
+    const int end = std::min(pool.total(), (hi[k] + kWindowPad - 1) / kWindowPad * kWindowPad);
     if (!windows.empty()) {
       Window& w = windows.back();
       const int merged_begin = std::min(w.cell_begin, begin);
@@ -420,46 +541,49 @@ void KvCache::fill_mask(const Batch& batch, int n_kv, ggml_fp16_t* mask) const {
 }
 
 void KvCache::fill_mask(const Batch& batch, const Window& window, ggml_fp16_t* mask) const {
+  fill_pool_mask(pool_, batch, window, 0, mask);
+}
+
+void KvCache::fill_sliding_mask(const Batch& batch, const Window& window, int sliding_window,
+                                ggml_fp16_t* mask) const {
+  fill_pool_mask(pool_, batch, window, sliding_window, mask);
+}
+
+void KvCache::fill_local_mask(const Batch& batch, const Window& window, ggml_fp16_t* mask) const {
+  fill_pool_mask(local_, batch, window, window_, mask);
+}
+
+void KvCache::fill_pool_mask(const Pool& pool, const Batch& batch, const Window& window, int sliding_window,
+                             ggml_fp16_t* mask) const {
   const ggml_fp16_t keep = ggml_fp32_to_fp16(0.0f);
   const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
   const int width = window.n_cells;
   const int first = window.cell_begin;
   // Cells [first, first + in_use) may hold something; the rest is padding.
-  const int in_use = std::clamp(used_end_ - first, 0, width);
+  const int in_use = std::clamp(pool.used_end - first, 0, width);
   for (int i = 0; i < window.n_rows; ++i) {
     const int r = window.row_begin + i;
     const BatchRow& row = batch.rows[size_t(r)];
     ggml_fp16_t* m = mask + size_t(i) * size_t(width);
-    // Rows of the same sequence differ only in the causal cut: start from the previous one.
+    // Rows of the same sequence differ only in the causal cut (and the
+    // window's start): start from the previous one.
     if (i > 0 && batch.rows[size_t(r - 1)].seq == row.seq && batch.rows[size_t(r - 1)].pos < row.pos) {
       std::copy(m - width, m, m);
       const int32_t lo = batch.rows[size_t(r - 1)].pos;
+      const int32_t oldest = sliding_window > 0 ? row.pos - sliding_window : INT32_MIN;
       for (int j = 0; j < in_use; ++j) {
-        const Cell& c = cells_[size_t(first + j)];
+        const Cell& c = pool.cells[size_t(first + j)];
         if (c.pos > lo && c.pos <= row.pos && c.seqs.test(size_t(row.seq))) m[j] = keep;
+        if (c.pos <= oldest) m[j] = drop;
       }
       continue;
     }
+    const int32_t oldest = sliding_window > 0 ? row.pos - sliding_window : INT32_MIN;
     for (int j = 0; j < in_use; ++j) {
-      const Cell& c = cells_[size_t(first + j)];
-      m[j] = (c.seqs.test(size_t(row.seq)) && c.pos <= row.pos) ? keep : drop;
+      const Cell& c = pool.cells[size_t(first + j)];
+      m[j] = (c.seqs.test(size_t(row.seq)) && c.pos <= row.pos && c.pos > oldest) ? keep : drop;
     }
     std::fill(m + in_use, m + width, drop);
-  }
-}
-
-void KvCache::fill_sliding_mask(const Batch& batch, const Window& window, int sliding_window,
-                                ggml_fp16_t* mask) const {
-  fill_mask(batch, window, mask);
-  const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
-  const int width = window.n_cells;
-  const int in_use = std::clamp(used_end_ - window.cell_begin, 0, width);
-  for (int i = 0; i < window.n_rows; ++i) {
-    const int32_t oldest = batch.rows[size_t(window.row_begin + i)].pos - sliding_window;
-    ggml_fp16_t* m = mask + size_t(i) * size_t(width);
-    for (int j = 0; j < in_use; ++j) {
-      if (cells_[size_t(window.cell_begin + j)].pos <= oldest) m[j] = drop;
-    }
   }
 }
 

@@ -143,8 +143,18 @@ Result<std::unique_ptr<Executor>> make_model_executor(Model& model, const ModelE
   }
   KvCacheOptions kv;
   kv.n_cells = static_cast<int>(std::min<int64_t>(options.kv_cells, INT32_MAX));
-  kv.n_seq_max = limits.max_sequences;
   kv.type = options.kv_type;
+  const KvSplit split = split_kv_budget(config, kv.type, options.kv_cells, limits.n_ctx, limits.max_sequences,
+                                        options.max_batch_rows);
+  if (split.local_cells > 0) {
+    kv.n_cells = static_cast<int>(std::min<int64_t>(split.global_cells, INT32_MAX));
+    kv.n_local_cells = static_cast<int>(std::min<int64_t>(split.local_cells, INT32_MAX));
+    limits.max_sequences = split.max_sequences;
+    limits.kv_cells = kv.n_cells;
+    limits.sliding_window = config.sliding_window;
+    limits.local_cells = kv.n_local_cells;
+  }
+  kv.n_seq_max = limits.max_sequences;
   if (config.has_recurrent_layers()) {
     kv.n_state_snapshots = options.state_snapshots;
     if (kv.n_state_snapshots < 0) {
@@ -155,6 +165,7 @@ Result<std::unique_ptr<Executor>> make_model_executor(Model& model, const ModelE
   }
   GRAFT_TRY(std::unique_ptr<KvCache> cache, KvCache::create(config, kv));
   limits.kv_bytes_per_token = static_cast<int64_t>(cache->bytes_per_token());
+  limits.local_bytes_per_cell = static_cast<int64_t>(cache->local_bytes_per_cell());
   if (const RecurrentState* state = cache->recurrent()) {
     limits.state_bytes = static_cast<int64_t>(state->bytes_per_state());
     limits.max_state_snapshots = state->n_snapshots_max();

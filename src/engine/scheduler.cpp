@@ -112,7 +112,10 @@ bool Scheduler::try_admit(StepPlan& plan) {
 }
 
 int Scheduler::usable_prefix(int n, int length, const std::vector<int>& snapshots) const {
-  if (!recurrent() || n == length) return n;
+  if (n == length) return n;
+  // The window before n is still held only while the sequence is within it.
+  if (config_.window > 0 && length > window_cells(length)) return 0;
+  if (!recurrent()) return n;
   int best = 0;
   for (int at : snapshots) {
     if (at <= n) best = std::max(best, at);
@@ -149,6 +152,9 @@ int Scheduler::pending_shared_prefix(const Sequence& incoming) const {
     int n = common_prefix(std::span(r.tokens).first(r.n_prompt), incoming.tokens, incoming.n_prompt - 1);
     // With a recurrent state, only what ends on a kept state can be reused.
     if (recurrent()) n = config_.state_block > 0 ? n / config_.state_block * config_.state_block : 0;
+    // With a sliding window, only a prompt that stays within it keeps the
+    // cells a prefix of it needs.
+    if (config_.window > 0 && r.n_prompt > window_cells(r.n_prompt)) n = 0;
     best = std::max(best, n);
   }
   return best;
@@ -322,6 +328,20 @@ bool Scheduler::is_waiting(RequestId id) const {
 int64_t Scheduler::running_tokens() const {
   int64_t n = 0;
   for (const Sequence& s : running_) n += s.n_computed;
+  return n;
+}
+
+int64_t Scheduler::running_window_cells() const {
+  int64_t n = 0;
+  if (config_.window <= 0) return n;
+  for (const Sequence& s : running_) n += window_cells(s.n_computed);
+  return n;
+}
+
+int64_t Scheduler::cached_window_cells() const {
+  int64_t n = 0;
+  if (config_.window <= 0) return n;
+  for (const CachedPrefix& c : cache_) n += window_cells(static_cast<int64_t>(c.tokens.size()));
   return n;
 }
 

@@ -18,6 +18,7 @@
 // batch to run. It owns no model and no KV memory, and is tested alone.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -50,6 +51,12 @@ struct SchedulerConfig {
   int64_t state_cells = 0;
   int state_block = 256;
   int max_snapshots = 0;
+  // Sliding-window models whose sliding-window layers keep only each
+  // sequence's last window - 1 positions (0: none). Their pool is sized for
+  // max_sequences windows, so the budget counts the other layers' cells
+  // only; but a prefix of a sequence longer than that is gone there: only
+  // whole sequences, and prefixes of sequences within the window, are reused.
+  int window = 0;
 };
 
 // A KV edit the executor makes before the step's batch, in list order.
@@ -124,6 +131,10 @@ class Scheduler {
   // Hybrid models: recurrent states held (running and cached sequences) and snapshots.
   int n_states() const { return config_.state_cells > 0 ? n_running() + n_cached() : 0; }
   int n_snapshots() const { return n_snapshots_; }
+  // Sliding-window models: cells held in the sliding-window layers' pool by
+  // running and by cached sequences (their windows; shared cells count for each).
+  int64_t running_window_cells() const;
+  int64_t cached_window_cells() const;
 
  private:
   struct Sequence {
@@ -152,13 +163,16 @@ class Scheduler {
 
   int64_t projected(int prompt_tokens, int max_new) const;
   bool recurrent() const { return config_.state_cells > 0; }
+  int64_t window_cells(int64_t n) const { return std::min<int64_t>(n, std::max(config_.window - 1, 0)); }
   // Cells held beyond the running reservations: cached prefixes and every state kept for reuse.
   int64_t held_cells() const {
     return cached_cells_ + config_.state_cells * (int64_t(cache_.size()) + n_snapshots_);
   }
   // The longest usable prefix of n shared tokens of a sequence of `length`
   // with these snapshots: all n without a recurrent state; with one, n if it
-  // is the whole sequence, else the longest snapshot within n.
+  // is the whole sequence, else the longest snapshot within n. With a sliding
+  // window, also 0 unless n is the whole sequence or the sequence is no
+  // longer than the window keeps.
   int usable_prefix(int n, int length, const std::vector<int>& snapshots) const;
   int chunk_size(const Sequence& s, int budget) const;
   void plan_snapshot(StepPlan& plan, Sequence& s);

@@ -38,6 +38,12 @@ struct AttentionInputs {
   std::vector<Layer> layers;
   std::vector<Group> groups;          // cover the rows in order
   ggml_tensor* store_rows = nullptr;  // I64 [n_rows]: the cell each row's K/V goes to
+  // When the sliding-window layers keep their cells in a pool of their own
+  // (their layers' K and V have that pool's cells): where each row goes
+  // there, and the groups over it, whose `mask` is the sliding one. Null and
+  // empty otherwise: those layers use the above, with `sliding_mask`.
+  ggml_tensor* local_store_rows = nullptr;
+  std::vector<Group> local_groups;
 };
 
 // Per-row adapter routing for one batch, present only when some row of the

@@ -142,24 +142,28 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
 
   // Store this batch's keys and values first (the graph runs in node order).
   ggml_build_forward_expand(g.graph, q);
+  // Sliding-window layers with a pool of their own store and look there.
+  const bool own_pool = sliding && a.local_store_rows;
+  const std::vector<AttentionInputs::Group>& groups = own_pool ? a.local_groups : a.groups;
   if (store) {
     ggml_build_forward_expand(g.graph, v);
     ggml_build_forward_expand(g.graph, k);
     ggml_tensor* k_rows = ggml_view_2d(ctx, k, n_embd_kv, n_rows, k->nb[2], 0);
     ggml_tensor* v_rows = ggml_view_2d(ctx, v, n_embd_kv, n_rows, v->nb[2], 0);
+    ggml_tensor* store_rows = own_pool ? a.local_store_rows : a.store_rows;
     // A layer narrower than the cache's cells (gemma4's sliding layers) fills the start of each.
     auto cells = [&](ggml_tensor* t) {
       return t->ne[0] == n_embd_kv ? t : ggml_view_2d(ctx, t, n_embd_kv, t->ne[1], t->nb[1], 0);
     };
-    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.k), k_rows, a.store_rows));
-    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.v), v_rows, a.store_rows));
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.k), k_rows, store_rows));
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.v), v_rows, store_rows));
   }
 
   // Each group of rows over its own window of cells; the outputs are
   // [head_dim, n_head, rows] and join along the rows.
   std::vector<ggml_tensor*> outs;
-  for (const AttentionInputs::Group& group : a.groups) {
-    ggml_tensor* q_rows = a.groups.size() == 1
+  for (const AttentionInputs::Group& group : groups) {
+    ggml_tensor* q_rows = groups.size() == 1
                               ? q
                               : ggml_view_3d(ctx, q, q->ne[0], q->ne[1], group.n_rows, q->nb[1], q->nb[2],
                                              size_t(group.row_begin) * q->nb[2]);
@@ -172,7 +176,7 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
-    ggml_tensor* mask = sliding ? group.sliding_mask : group.mask;
+    ggml_tensor* mask = sliding && !own_pool ? group.sliding_mask : group.mask;
     ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, mask, scale, 0.0f, 0.0f);
     ggml_flash_attn_ext_set_prec(group_out, GGML_PREC_F32);
     outs.push_back(group_out);

@@ -180,7 +180,9 @@ Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& optio
 
   EngineConfig engine;
   engine.n_ctx = n_ctx;
-  engine.kv_budget_tokens = budget;
+  // The executor's cells: a sliding-window model turns the budget's memory
+  // into more cells of its global layers than `budget`.
+  engine.kv_budget_tokens = 0;
   engine.max_running = parallel;
   engine.step_tokens = exec.max_batch_rows;
   engine.prefix_cache = options.prefix_cache;

@@ -1,6 +1,7 @@
 // Test helpers: greedy generation through Forward, one sequence or many.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,11 @@ struct Engine {
   std::unique_ptr<Forward> forward;
 };
 
+// Sliding-window models keep their sliding-window layers' cells in a pool of
+// their own, as the server does, of local_cells cells (-1: a window per
+// sequence and 256 rows; 0: no such pool).
 inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq = 16, int n_threads = 2,
-                          ggml_type kv_type = GGML_TYPE_F16) {
+                          ggml_type kv_type = GGML_TYPE_F16, int local_cells = -1) {
   Engine e;
   auto model = Model::load(path);
   EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
@@ -32,6 +36,12 @@ inline Engine open_engine(const std::string& path, int n_cells = 1024, int n_seq
   options.n_seq_max = n_seq;
   options.n_state_snapshots = 4;  // hybrid models
   options.type = kv_type;
+  const ModelConfig& c = e.model->config();
+  if (local_cells < 0 && sliding_kv_bytes_per_token(c, options.type) > 0 &&
+      sliding_kv_bytes_per_token(c, options.type) < kv_bytes_per_token(c, options.type)) {
+    local_cells = n_seq * (c.sliding_window - 1) + 256;
+  }
+  options.n_local_cells = std::max(local_cells, 0);
   auto cache = KvCache::create(e.model->config(), options);
   EXPECT_TRUE(cache.ok());
   e.cache = std::move(*cache);

@@ -1,6 +1,7 @@
 #include "engine/kv_cache.h"
 
 #include <cmath>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -368,6 +369,154 @@ TEST(ForwardErrors, BadBatchesAreRejectedAndChangeNothing) {
   EXPECT_NE(r.error().message.find("no adapter is mounted in slot 3"), std::string::npos);
   EXPECT_EQ(e.cache->cells_used(), 0);
   EXPECT_EQ(testing::greedy(e, {128000, 9906}, 2).size(), 2u);  // still works
+}
+
+// Sliding-window layers in a pool of their own: a model of a local and a
+// global layer, window 4 (a row sees its position and the 3 before).
+ModelConfig sliding_config() {
+  ModelConfig c = small_config();
+  c.sliding_window = 4;
+  c.sliding = {true, false};
+  return c;
+}
+
+std::unique_ptr<KvCache> make_split_cache(int n_cells, int n_local, int n_seq = 4) {
+  KvCacheOptions o;
+  o.n_cells = n_cells;
+  o.n_local_cells = n_local;
+  o.n_seq_max = n_seq;
+  auto cache = KvCache::create(sliding_config(), o);
+  EXPECT_TRUE(cache.ok()) << (cache.ok() ? "" : cache.error().message);
+  return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+TEST(KvCacheWindows, BudgetSplitHoldsMoreTokensThanOnePool) {
+  const ModelConfig c = sliding_config();
+  EXPECT_EQ(sliding_kv_bytes_per_token(c, GGML_TYPE_F16) * 2, kv_bytes_per_token(c, GGML_TYPE_F16));
+  // 1000 tokens' worth, contexts of 200, up to 8 sequences, batches of 16:
+  // 8 windows of 3 and a batch locally, the rest of the memory global.
+  const KvSplit split = split_kv_budget(c, GGML_TYPE_F16, 1000, 200, 8, 16);
+  EXPECT_EQ(split.local_cells, 8 * 3 + 16);
+  EXPECT_EQ(split.max_sequences, 8);
+  EXPECT_EQ(split.global_cells, 2 * 1000 - (8 * 3 + 16));
+  // Without sliding layers: one pool.
+  EXPECT_EQ(split_kv_budget(small_config(), GGML_TYPE_F16, 1000, 200, 8, 16).local_cells, 0);
+}
+
+// A sequence keeps only its window in the local pool, all of its positions
+// in the global one; the local pool's cells come round again.
+TEST(KvCacheWindows, ASequenceKeepsOnlyItsWindowLocally) {
+  auto cache = make_split_cache(256, 2 * 3 + 8, 2);
+  ASSERT_TRUE(cache);
+  EXPECT_EQ(cache->local_cells_total(), 14);
+  EXPECT_EQ(cache->local_bytes_per_cell(), cache->bytes_per_token());  // one layer each
+  Batch prompt = rows(0, 0, 8);
+  ASSERT_TRUE(cache->place(prompt).ok());
+  EXPECT_EQ(cache->local_cells_used(), 8);
+  cache->trim_windows(prompt);
+  EXPECT_EQ(cache->local_cells_used(), 3);
+  for (int pos = 8; pos < 100; ++pos) {  // two sequences decoding side by side
+    Batch b = rows(0, pos, 1);
+    b.rows.push_back({1, pos - 8, 1, true, {}});
+    auto placement = cache->place(b);
+    ASSERT_TRUE(placement.ok()) << placement.error().message;
+    ASSERT_EQ(placement->local_cells.size(), 2u);
+    cache->trim_windows(b);
+    ASSERT_LE(cache->local_cells_used(), 6) << "position " << pos;
+  }
+  EXPECT_EQ(cache->cells_used(), 100 + 92);
+  EXPECT_EQ(cache->seq_length(0), 100);
+  // A batch larger than the local pool's free cells is refused.
+  EXPECT_FALSE(cache->place(rows(0, 100, 9)).ok());
+  EXPECT_TRUE(cache->place(rows(0, 100, 8)).ok());
+}
+
+// Each local row sees exactly the positions of its own sequence within its window.
+TEST(KvCacheWindows, LocalMaskKeepsTheWindow) {
+  constexpr int kWindow = 4;
+  auto cache = make_split_cache(256, 64, 2);
+  Batch first = rows(0, 0, 9);
+  ASSERT_TRUE(cache->place(first).ok());
+  cache->trim_windows(first);
+  Batch b = rows(1, 0, 6);
+  b.rows.push_back({1, 9, 0, true, {}});
+  auto placement = cache->place(b);
+  ASSERT_TRUE(placement.ok());
+  // Where each (sequence, position) lies in the local pool.
+  std::map<int, std::pair<SeqId, int>> at;
+  for (size_t r = 0; r < b.size(); ++r) at[int(placement->local_cells[r])] = {b.rows[r].seq, b.rows[r].pos};
+  // Sequence 0's window before position 9: positions 6..8, somewhere in the pool.
+  for (const KvCache::Window& w : placement->local_windows) {
+    std::vector<ggml_fp16_t> mask(size_t(w.n_cells) * size_t(w.n_rows));
+    cache->fill_local_mask(b, w, mask.data());
+    for (int i = 0; i < w.n_rows; ++i) {
+      const BatchRow& row = b.rows[size_t(w.row_begin + i)];
+      int seen = 0;
+      for (int j = 0; j < w.n_cells; ++j) {
+        if (ggml_fp16_to_fp32(mask[size_t(i) * size_t(w.n_cells) + size_t(j)]) != 0.0f) continue;
+        ++seen;
+        auto it = at.find(w.cell_begin + j);
+        if (it != at.end()) {
+          EXPECT_EQ(it->second.first, row.seq);
+          EXPECT_LE(it->second.second, row.pos);
+          EXPECT_GT(it->second.second, row.pos - kWindow);
+        }
+      }
+      EXPECT_EQ(seen, std::min(row.pos + 1, kWindow)) << "row " << w.row_begin + i;
+    }
+  }
+}
+
+// A prefix copy needs the window before its end: whole sequences always,
+// a part of one only while the sequence is within the window.
+TEST(KvCacheWindows, PrefixCopiesNeedTheirWindow) {
+  auto cache = make_split_cache(256, 64, 4);
+  Batch shorter = rows(0, 0, 3);  // within the window: all of it kept
+  ASSERT_TRUE(cache->place(shorter).ok());
+  cache->trim_windows(shorter);
+  EXPECT_TRUE(cache->seq_copy_prefix(0, 1, 2).ok());
+  Batch longer = rows(2, 0, 10);
+  ASSERT_TRUE(cache->place(longer).ok());
+  cache->trim_windows(longer);
+  auto part = cache->seq_copy_prefix(2, 3, 6);
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.error().message.find("sliding window"), std::string::npos);
+  EXPECT_EQ(cache->seq_length(3), 0);
+  ASSERT_TRUE(cache->seq_copy_prefix(2, 3, 10).ok());
+  EXPECT_TRUE(cache->place(rows(3, 10, 1)).ok());
+  // Cut back past its window, a sequence cannot go on.
+  cache->seq_truncate(2, 5);
+  EXPECT_FALSE(cache->place(rows(2, 5, 1)).ok());
+  cache->seq_free(2);
+  EXPECT_TRUE(cache->place(rows(2, 0, 1)).ok());
+}
+
+// The windowed pool gives a sliding-window model the same tokens as one pool
+// of every position: two sequences generating far past the window, in a
+// local pool that comes round many times.
+TEST(KvCacheWindows, GemmaGeneratesAsWithOnePool) {
+  const std::string model = testing::test_model_path(testing::tiny_gemma3_spec("llama-bpe", "f16"));
+  const std::vector<TokenId> p0 = {128000, 12805, 5304, 264, 892, 11, 304, 264, 4363, 3117, 3201, 11, 1070};
+  const std::vector<TokenId> p1 = {128000, 791, 4062, 14198, 39935};
+  auto one = testing::open_engine(model, 512, 2, 2, GGML_TYPE_F16, 0);
+  ASSERT_TRUE(one.forward);
+  EXPECT_EQ(one.cache->local_cells_total(), 0);
+  const auto want0 = testing::greedy(one, p0, 40, 0);
+  const auto want1 = testing::greedy(one, p1, 40, 1);
+  auto split = testing::open_engine(model, 512, 2, 2, GGML_TYPE_F16, 2 * 7 + 16);
+  ASSERT_TRUE(split.forward);
+  EXPECT_EQ(split.cache->local_cells_total(), 30);
+  EXPECT_EQ(testing::greedy(split, p0, 40, 0), want0);
+  EXPECT_EQ(testing::greedy(split, p1, 40, 1), want1);
+  EXPECT_LE(split.cache->local_cells_used(), 2 * 7);
+  // A whole sequence continues in a copy as it would have.
+  auto copy = testing::open_engine(model, 512, 2, 2, GGML_TYPE_F16, 2 * 7 + 16);
+  const auto half = testing::greedy(copy, p0, 20, 0);
+  ASSERT_TRUE(copy.cache->seq_copy_prefix(0, 1, copy.cache->seq_length(0)).ok());
+  const auto rest = testing::greedy(copy, {half.back()}, 20, 1);
+  std::vector<TokenId> both(half.begin(), half.end());
+  both.insert(both.end(), rest.begin(), rest.end());
+  EXPECT_EQ(both, want0);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 
 #include "engine/engine.h"
+#include "engine/kv_cache.h"
 #include "testing/address_space_limit.h"
 #include "testing/test_models.h"
 
@@ -198,6 +200,106 @@ TEST_F(ModelEngine, RefusesAKvCacheSmallerThanOneContext) {
   auto executor = make_model_executor(*model_, options);
   ASSERT_FALSE(executor.ok());
   EXPECT_NE(executor.error().message.find("512"), std::string::npos);
+}
+
+// Memory: a sliding-window model (two of its three layers look at the last 8
+// positions) keeps only each sequence's window in those layers, so the same
+// KV budget admits more long requests at once than the same model with every
+// layer global, and what it admits never overruns its cache.
+TEST(WindowMemory, ASlidingWindowModelAdmitsMoreLongRequests) {
+  constexpr int kBudget = 1024, kCtx = 256, kPrompt = 128, kRequests = 16;
+  struct Run {
+    int peak = 0;  // requests running at once (first token seen, not done)
+    int finished = 0;
+    int64_t global_cells = 0, window_cells = 0, window_cells_total = 0, window_peak = 0;
+  };
+  auto run = [&](const TestModelSpec& spec) {
+    Run out;
+    auto model = Model::load(testing::test_model_path(spec));
+    EXPECT_TRUE(model.ok());
+    if (!model.ok()) return out;
+    ModelExecutorOptions options;
+    options.n_ctx = kCtx;
+    options.kv_cells = kBudget;
+    options.max_sequences = kRequests;
+    options.max_batch_rows = 64;
+    options.n_threads = 2;
+    auto executor = make_model_executor(**model, options);
+    EXPECT_TRUE(executor.ok()) << (executor.ok() ? "" : executor.error().message);
+    if (!executor.ok()) return out;
+    out.global_cells = (*executor)->limits().kv_cells;
+    EngineConfig config;
+    config.max_running = kRequests;
+    config.step_tokens = 64;
+    config.prefix_cache = false;
+    Engine engine(std::move(*executor), std::make_shared<NoText>(-1), config);
+    std::mutex mutex;
+    int running = 0;
+    std::vector<Completion> done(kRequests);
+    // Submitted between two steps, so the first step sees them all.
+    Status submitted = engine.run_on_engine_thread([&]() -> Status {
+      for (int i = 0; i < kRequests; ++i) {
+        GenerationRequest r;
+        for (int k = 0; k < kPrompt; ++k) r.prompt.push_back(TokenId(1000 + 37 * i + k));
+        r.max_tokens = kCtx - kPrompt;
+        r.ignore_eos = true;
+        auto first = std::make_shared<bool>(false);
+        EventSink inner = done[size_t(i)].sink();
+        auto id = engine.submit(std::move(r), [&, first, inner](GenerationEvent&& e) {
+          {
+            std::lock_guard lock(mutex);
+            if (!*first) {
+              *first = true;
+              out.peak = std::max(out.peak, ++running);
+            }
+            if (e.done) --running;
+          }
+          inner(std::move(e));
+        });
+        if (!id.ok()) return id.error();
+      }
+      return {};
+    });
+    EXPECT_TRUE(submitted.ok());
+    for (int i = 0; i < kRequests; ++i) {
+      // The windows in use stay within their pool all along.
+      const EngineStats s = engine.stats();
+      out.window_peak = std::max(out.window_peak, s.kv_window_cells);
+      EXPECT_LE(s.kv_window_cells, s.kv_window_cells_total);
+      EXPECT_LE(s.kv_reserved_tokens, s.kv_budget_tokens);
+      done[size_t(i)].wait();
+      out.finished += done[size_t(i)].final.finish_reason == FinishReason::kLength;
+    }
+    const EngineStats s = engine.stats();
+    out.window_cells_total = s.kv_window_cells_total;
+    EXPECT_EQ(s.requests_failed, 0u);
+    // The cache takes no more memory than the budget's tokens of every layer.
+    EXPECT_LE(s.kv_budget_bytes,
+              int64_t{kBudget} * int64_t(kv_bytes_per_token((*model)->config(), GGML_TYPE_F16)));
+    EXPECT_GT(s.kv_budget_bytes,
+              int64_t{kBudget - 8} * int64_t(kv_bytes_per_token((*model)->config(), GGML_TYPE_F16)));
+    return out;
+  };
+  TestModelSpec sliding = testing::tiny_gemma3_spec("llama-bpe", "f16");
+  TestModelSpec global = sliding;
+  global.sliding_window = 0;  // the same shape, every layer global
+  const Run g = run(global);
+  const Run w = run(sliding);
+  std::printf(
+      "[ window memory ] budget %d tokens, context %d, %d requests of %d tokens: full attention %lld cells, "
+      "%d at once; sliding window 8: %lld global cells and %lld window cells (at most %lld seen in use), %d "
+      "at once\n",
+      kBudget, kCtx, kRequests, kCtx, (long long)g.global_cells, g.peak, (long long)w.global_cells,
+      (long long)w.window_cells_total, (long long)w.window_peak, w.peak);
+  EXPECT_EQ(g.finished, kRequests);
+  EXPECT_EQ(w.finished, kRequests);
+  EXPECT_EQ(g.global_cells, kBudget);
+  EXPECT_EQ(g.peak, kBudget / kCtx);
+  EXPECT_EQ(g.window_cells_total, 0);
+  // Never more than the cells hold, and more than full attention admits.
+  EXPECT_LE(w.peak, w.global_cells / kCtx);
+  EXPECT_GT(w.peak, g.peak);
+  EXPECT_GT(w.window_cells_total, 0);
 }
 
 }  // namespace

@@ -243,6 +243,43 @@ TEST(Scheduler, ReusesThePrefixOfARunningSequence) {
   EXPECT_EQ(plan.kv_ops[0], (KvOp{KvOp::Kind::kCopyPrefix, plan.admitted[0].seq, src, 20}));
 }
 
+// Sliding-window models keep only each sequence's last window - 1 positions
+// in those layers: a part of a longer sequence cannot be reused (its window
+// is gone), a whole one can, and so can a part of one within the window.
+TEST(Scheduler, WithASlidingWindowReusesOnlyWhatTheWindowStillHolds) {
+  SchedulerConfig c = config();
+  c.window = 8;  // keeps 7 positions
+  Scheduler s(c);
+  s.enqueue(1, tokens(12), 3, {});
+  StepPlan plan = s.plan_step();
+  const SeqId long_seq = plan.admitted[0].seq;
+  sample_all(s, plan);
+  s.release(1, true);  // 12 in KV: longer than the window
+  s.enqueue(2, tokens(6), 3, {});
+  plan = s.plan_step();
+  ASSERT_EQ(plan.admitted.size(), 1u);
+  EXPECT_EQ(plan.admitted[0].cached_tokens, 0);  // the window before position 5 is gone
+  EXPECT_TRUE(plan.kv_ops.empty());
+  sample_all(s, plan);
+  EXPECT_EQ(s.running_window_cells(), 6);
+  EXPECT_EQ(s.cached_window_cells(), 7);
+  s.release(2, true);  // 6 in KV: within the window, so all of it is kept
+  std::vector<TokenId> within = tokens(4);
+  within.push_back(500);
+  s.enqueue(3, within, 3, {});
+  plan = s.plan_step();
+  ASSERT_EQ(plan.admitted.size(), 1u);
+  EXPECT_EQ(plan.admitted[0].cached_tokens, 4);
+  // The whole long sequence, extended: taken over as it is.
+  std::vector<TokenId> next = tokens(12);
+  next.push_back(60);
+  s.enqueue(4, next, 3, {});
+  plan = s.plan_step();
+  ASSERT_EQ(plan.admitted.size(), 1u);
+  EXPECT_EQ(plan.admitted[0].seq, long_seq);
+  EXPECT_EQ(plan.admitted[0].cached_tokens, 12);
+}
+
 TEST(Scheduler, RequestsWithTheSamePreambleWaitForTheFirstToReadIt) {
   Scheduler s(config(1000, 4, /*step_tokens=*/64));
   std::vector<TokenId> preamble = tokens(100);
