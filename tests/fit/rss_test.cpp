@@ -130,7 +130,7 @@ TEST(FitRss, PredictedPeakIsWithinTenPercentOfServeUnderFullLoad) {
   ProbeResult p;
   p.cpu = "test";
   p.threads = 2;
-  p.types["f16"] = {1e10, 1e10, 1e10};
+  p.types["f16"] = {1e10, 1e10, 1e10, 1e10, 1e10};
   p.attention_decode = p.attention_prefill = 1e10;
   p.node_seconds = 1e-6;
   ASSERT_TRUE(write_file_atomic(probe_file, p.to_json().dump()).ok());
