@@ -1,7 +1,8 @@
 // graft's training ops against plain references: frozen_dx against W^T dy
 // over the weight dequantized to F32 (every plain type, and Q4_0 as ggml
-// repacks it), out_prod_f32 against ggml's out_prod, cross_entropy_rows against a direct log-softmax, and the
-// dropout mask's rate and repeatability.
+// repacks it), out_prod_f32 against out_prod's definition,
+// cross_entropy_rows against a direct log-softmax, and the dropout mask's
+// rate and repeatability.
 #include <gtest/gtest.h>
 
 #include <cmath>
