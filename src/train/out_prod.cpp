@@ -128,6 +128,7 @@ void out_prod_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   // blocks fastest. The row block size depends on the strip's width; the
   // split counts rows instead, so every thread gets a like share.
   const int64_t total = units * n;
+  if (total == 0) return;
   const int64_t t0 = total * ith / nth;
   const int64_t t1 = total * (ith + 1) / nth;
   const size_t ldd = dst->nb[1] / sizeof(float);
