@@ -160,7 +160,8 @@ size_t graph_size(const ModelConfig& c, int n_layers, int64_t n_chunks) {
 }
 
 // Runs ggml's backward for the stand-in loss, with the LoRA gradients going
-// into their accumulators, then moves products with frozen weights to frozen_dx.
+// into their accumulators, then moves products with frozen weights to frozen_dx and the other
+// F32 out_prods to out_prod_f32.
 void add_backward(ggml_context* ctx, ggml_cgraph* graph, ggml_tensor* loss, ggml_tensor* one,
                   const std::unordered_map<const ggml_tensor*, ggml_tensor*>& accumulators,
                   const FrozenTransposes* transposes) {
@@ -175,6 +176,7 @@ void add_backward(ggml_context* ctx, ggml_cgraph* graph, ggml_tensor* loss, ggml
   }
   ggml_build_backward_expand(ctx, graph, grad_accs.data());
   use_frozen_dx(ctx, graph, transposes);
+  use_out_prod_f32(ctx, graph);
 }
 
 std::unordered_map<const ggml_tensor*, ggml_tensor*> accumulators_of(const LoraParams& params) {

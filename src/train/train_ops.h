@@ -73,6 +73,18 @@ bool frozen_dx_supported(const ggml_tensor* w);
 // it replaced.
 int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes* transposes = nullptr);
 
+// ggml_out_prod(a, b) for F32 a (rows contiguous) and b (any strides), as a
+// register-blocked product (out_prod.cpp): dst[i, j] = sum_k a[i, k] b[j, k],
+// a broadcast over b's batches as ggml broadcasts it. Sums run over k in
+// order, so the result does not depend on the thread count.
+bool out_prod_f32_supported(const ggml_tensor* a, const ggml_tensor* b);
+ggml_tensor* out_prod_f32(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+
+// Replaces each remaining F32 out_prod node of `graph` (the LoRA and
+// attention gradients ggml's backward writes) with out_prod_f32. Returns how
+// many it replaced. Run after use_frozen_dx.
+int use_out_prod_f32(ggml_context* ctx, ggml_cgraph* graph);
+
 // logits: F32 [n_vocab, n_rows] (contiguous), labels: I32 [n_rows],
 // weights: F32 [n_rows], loss: F64 [n_rows], which must keep its memory
 // after the op (the graph's output, or memory of its own). Writes

@@ -1,7 +1,8 @@
 // graft's training ops against plain references: frozen_dx against W^T dy
 // over the weight dequantized to F32 (every plain type, and Q4_0 as ggml
-// repacks it), cross_entropy_rows against a direct log-softmax, and the
-// dropout mask's rate and repeatability.
+// repacks it), out_prod_f32 against out_prod's definition,
+// cross_entropy_rows against a direct log-softmax, and the dropout mask's
+// rate and repeatability.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -187,6 +188,96 @@ TEST(FrozenDx, TransposesOnlyQuantizedWeightsWithWholeBlocksOfRows) {
   // Without a copy, frozen_dx stays on its F32 product.
   ggml_tensor* dy = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_F32, 40, 3);
   EXPECT_EQ(frozen_dx(c.ctx.get(), odd, ggml_transpose(c.ctx.get(), dy), &transposes)->op, GGML_OP_CUSTOM);
+}
+
+// out_prod_f32 against ggml's out_prod definition, dst[i, j] = sum_k a[i, k]
+// b[j, k], for a of m x K (a broadcast over b's batches) and b either
+// contiguous or a transpose view, as ggml's backward passes them. Run with
+// 1 and 3 threads: the sums must be the same bit for bit.
+void check_out_prod(int64_t m, int64_t n, int64_t n_k, int64_t batches_a, int64_t batches_b,
+                    bool b_transposed) {
+  const std::vector<float> a_values = random_values(size_t(m * n_k * batches_a), 4);
+  const std::vector<float> b_values = random_values(size_t(n * n_k * batches_b), 5);
+  std::vector<float> results[2];
+  for (int threads : {1, 3}) {
+    Compute c;
+    ggml_backend_cpu_set_n_threads(c.backend.get(), threads);
+    ggml_tensor* a = ggml_new_tensor_3d(c.ctx.get(), GGML_TYPE_F32, m, n_k, batches_a);
+    // b stored as [n, K] or, transposed, as [K, n] (viewed as [n, K]).
+    ggml_tensor* b_store = b_transposed ? ggml_new_tensor_3d(c.ctx.get(), GGML_TYPE_F32, n_k, n, batches_b)
+                                        : ggml_new_tensor_3d(c.ctx.get(), GGML_TYPE_F32, n, n_k, batches_b);
+    c.alloc(ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_set(a, a_values.data(), 0, ggml_nbytes(a));
+    ggml_backend_tensor_set(b_store, b_values.data(), 0, ggml_nbytes(b_store));
+    ggml_tensor* b = b_transposed ? ggml_transpose(c.ctx.get(), b_store) : b_store;
+    ASSERT_TRUE(out_prod_f32_supported(a, b));
+    ggml_tensor* out = out_prod_f32(c.ctx.get(), a, b);
+    ASSERT_EQ(out->ne[0], m);
+    ASSERT_EQ(out->ne[1], n);
+    ASSERT_EQ(out->ne[2], batches_b);
+    c.run(out);
+    std::vector<float>& got = results[threads == 1 ? 0 : 1];
+    got.resize(size_t(ggml_nelements(out)));
+    ggml_backend_tensor_get(out, got.data(), 0, ggml_nbytes(out));
+  }
+  EXPECT_EQ(results[0], results[1]) << "the thread count changed the sums";
+  const std::vector<float>& got = results[0];
+  const int64_t per_a = batches_b / batches_a;
+  double worst = 0.0;
+  for (int64_t z = 0; z < batches_b; ++z) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < m; ++i) {
+        double want = 0.0, scale = 0.0;
+        for (int64_t k = 0; k < n_k; ++k) {
+          const double x = a_values[size_t(((z / per_a) * n_k + k) * m + i)];
+          const double y = b_transposed ? b_values[size_t((z * n + j) * n_k + k)]
+                                        : b_values[size_t((z * n_k + k) * n + j)];
+          want += x * y;
+          scale += std::abs(x * y);
+        }
+        worst = std::max(worst, std::abs(got[size_t((z * n + j) * m + i)] - want) / std::max(scale, 1e-30));
+      }
+    }
+  }
+  EXPECT_LT(worst, 1e-6) << m << "x" << n << " K " << n_k << " batches " << batches_a << "/" << batches_b
+                         << (b_transposed ? " b transposed" : "");
+}
+
+TEST(OutProdF32, MatchesTheDefinitionForLoraAndAttentionShapes) {
+  check_out_prod(16, 300, 50, 1, 1, false);  // LoRA B's gradient: rank x n_out over rows
+  check_out_prod(96, 16, 50, 1, 1, false);   // LoRA A's gradient: n_in x rank over rows
+  check_out_prod(16, 50, 600, 1, 1, true);   // through B: rank x rows over n_out (k in chunks)
+  check_out_prod(96, 50, 16, 1, 1, true);    // through A: n_in x rows over rank
+  check_out_prod(8, 37, 21, 1, 1, false);    // rank 8: strips of 8 columns
+  check_out_prod(27, 13, 7, 1, 1, true);     // 16 + 8 + 3 columns
+  check_out_prod(1, 5, 3, 1, 1, false);
+  check_out_prod(32, 24, 24, 2, 6, false);  // grouped-query attention: a shared by 3 batches of b
+  check_out_prod(24, 32, 40, 4, 4, true);
+}
+
+TEST(OutProdF32, ReplacesTheF32OutProdsOfABackwardGraph) {
+  ggml_init_params params{};
+  params.mem_size = ggml_tensor_overhead() * 128 + ggml_graph_overhead_custom(128, true);
+  params.no_alloc = true;
+  ggml_context_ptr owner(ggml_init(params));
+  ggml_context* ctx = owner.get();
+  ggml_tensor* a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 32, 8);
+  ggml_tensor* b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 32);
+  ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 32, 5);
+  ggml_set_param(a);
+  ggml_set_param(b);
+  ggml_tensor* loss = ggml_sum(ctx, ggml_mul_mat(ctx, b, ggml_mul_mat(ctx, a, x)));
+  ggml_set_loss(loss);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx, 128, true);
+  ggml_build_forward_expand(graph, loss);
+  ggml_build_backward_expand(ctx, graph, nullptr);
+  int before = 0;
+  for (int i = 0; i < ggml_graph_n_nodes(graph); ++i)
+    before += ggml_graph_node(graph, i)->op == GGML_OP_OUT_PROD;
+  EXPECT_GE(before, 2);  // A's and B's gradients
+  EXPECT_EQ(use_out_prod_f32(ctx, graph), before);
+  for (int i = 0; i < ggml_graph_n_nodes(graph); ++i)
+    EXPECT_NE(ggml_graph_node(graph, i)->op, GGML_OP_OUT_PROD);
 }
 
 TEST(CrossEntropyRows, LossAndGradientMatchLogSoftmax) {
