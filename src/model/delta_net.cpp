@@ -1,5 +1,6 @@
 #include "model/delta_net.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -13,6 +14,9 @@
 namespace graft {
 
 namespace {
+
+constexpr int64_t kConvMaxTaps = 8;
+constexpr int64_t kConvBlock = 64;
 
 // This file is built without floating-point contraction: (v - dot) * beta and
 // dot * scale round as ggml's scalar code rounds them; the fused multiply-add
@@ -90,6 +94,88 @@ const float* row_at(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {
                                         i3 * t->nb[3]);
 }
 
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+
+// ggml_vec_dot_f32 on AVX2 sums 32 floats a step in four accumulators of 8
+// lanes (a fused multiply-add each), then reduces them as this does.
+constexpr int64_t kDotStep = 32;
+
+inline float reduce_dot(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  a0 = _mm256_add_ps(a0, a2);
+  a1 = _mm256_add_ps(a1, a3);
+  a0 = _mm256_add_ps(a0, a1);
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+// One token on kRows rows of one head's state (rows j..j+kRows-1, each a
+// column of S), the same operations per row as the loop in delta_net_kernel
+// with ggml's dot product written out, but the rows interleaved: each row's
+// step is a chain of dependent sums (decay and read at k, then the write and
+// the read at q), and kRows independent chains keep the FMA units busy where
+// one row at a time waits on each chain's latency.
+template <int kRows>
+inline void step_rows(float* rows, int64_t hd, const float* k, const float* q, const float* v, float beta,
+                      __m256 decay, float scale, float* out) {
+  __m256 acc[kRows][4];
+  for (auto& a : acc)
+    for (__m256& x : a) x = _mm256_setzero_ps();
+  for (int64_t i = 0; i < hd; i += kDotStep) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256 kv = _mm256_loadu_ps(k + i + 8 * c);
+      for (int r = 0; r < kRows; ++r) {
+        float* p = rows + r * hd + i + 8 * c;
+        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p), decay);
+        _mm256_storeu_ps(p, x);
+        acc[r][c] = _mm256_fmadd_ps(x, kv, acc[r][c]);
+      }
+    }
+  }
+  __m256 delta[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = reduce_dot(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    delta[r] = _mm256_set1_ps((v[r] - sum) * beta);
+    for (__m256& x : acc[r]) x = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < hd; i += kDotStep) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256 kv = _mm256_loadu_ps(k + i + 8 * c);
+      const __m256 qv = _mm256_loadu_ps(q + i + 8 * c);
+      for (int r = 0; r < kRows; ++r) {
+        float* p = rows + r * hd + i + 8 * c;
+        const __m256 x = _mm256_fmadd_ps(kv, delta[r], _mm256_loadu_ps(p));
+        _mm256_storeu_ps(p, x);
+        acc[r][c] = _mm256_fmadd_ps(x, qv, acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) out[r] = reduce_dot(acc[r][0], acc[r][1], acc[r][2], acc[r][3]) * scale;
+}
+
+constexpr int kInterleave = 2;     // rows a step interleaves (4 sums each; 4 rows spill registers)
+constexpr int64_t kRowBlock = 16;  // rows a chunk of tokens runs on (8 KiB of a 128-wide state)
+constexpr int64_t kTokenChunk = 64;
+
+bool interleaves(int64_t hd) {
+  return hd % kDotStep == 0 && hd % kRowBlock == 0;
+}
+
+#else
+
+constexpr int kInterleave = 1;
+constexpr int64_t kRowBlock = 1;
+constexpr int64_t kTokenChunk = 1;
+
+bool interleaves(int64_t) {
+  return false;
+}
+
+template <int kRows>
+inline void step_rows(float*, int64_t, const float*, const float*, const float*, float, Vec, float, float*) {}
+
+#endif
+
 // Each thread takes every nth (head, sequence) pair; each pair runs its
 // tokens in order on its own state, which no other pair touches.
 void delta_net_kernel(ggml_tensor* dst, int ith, int nth, void*) {
@@ -103,14 +189,39 @@ void delta_net_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     const int64_t h = pair % n_heads, s = pair / n_heads;
     float* state = reinterpret_cast<float*>(static_cast<char*>(a.states->data) + slots[s] * a.states->nb[1]) +
                    h * hd * hd;
+    auto token = [&](int64_t t, const float*& q, const float*& k, const float*& v, float& g, float& beta,
+                     float*& out) {
+      q = row_at(a.q, h % n_k_heads, t, s);
+      k = row_at(a.k, h % n_k_heads, t, s);
+      v = row_at(a.v, h, t, s);
+      g = *row_at(a.g, h, t, s);
+      beta = *row_at(a.beta, h, t, s);
+      out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + h * dst->nb[1] + t * dst->nb[2] +
+                                     s * dst->nb[3]);
+    };
+    const float *q, *k, *v;
+    float g, beta, *out;
+    if (interleaves(hd)) {
+      // Rows never mix: each row of the state sees every token in order and
+      // nothing of the other rows. So a block of rows (in L1) takes a chunk
+      // of tokens (their q and k in L2) before the next block, where a token
+      // at a time over the whole state (64 KiB a head for Qwen3.5) would
+      // stream it through L2 once a token.
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenChunk) {
+        const int64_t t1 = std::min(n_tokens, t0 + kTokenChunk);
+        for (int64_t jb = 0; jb < hd; jb += kRowBlock) {
+          for (int64_t t = t0; t < t1; ++t) {
+            token(t, q, k, v, g, beta, out);
+            const Vec decay = splat(std::exp(g));
+            for (int64_t j = jb; j < jb + kRowBlock; j += kInterleave)
+              step_rows<kInterleave>(state + j * hd, hd, k, q, v + j, beta, decay, scale, out + j);
+          }
+        }
+      }
+      continue;
+    }
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const float* q = row_at(a.q, h % n_k_heads, t, s);
-      const float* k = row_at(a.k, h % n_k_heads, t, s);
-      const float* v = row_at(a.v, h, t, s);
-      const float g = *row_at(a.g, h, t, s);
-      const float beta = *row_at(a.beta, h, t, s);
-      float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + h * dst->nb[1] + t * dst->nb[2] +
-                                            s * dst->nb[3]);
+      token(t, q, k, v, g, beta, out);
       const Vec decay = splat(std::exp(g));
       // Row j of the stored state is column j of S: decay it, read it at k,
       // write the delta, read it at q, while it is in L1.
@@ -141,7 +252,71 @@ void delta_net_kernel(ggml_tensor*, int, int, void*) {
 
 #endif
 
+// The short convolution: each thread takes a range of channels (whole
+// vectors) of every sequence, so reading a channel's state and writing its
+// new one stay in one thread.
+void conv_kernel(ggml_tensor* dst, int ith, int nth, void*) {
+  const ggml_tensor* x = dst->src[0];
+  ggml_tensor* states = dst->src[1];
+  const ggml_tensor* w = dst->src[2];
+  const auto* slots = static_cast<const int32_t*>(dst->src[3]->data);
+  const int64_t nc = w->ne[0], taps = nc - 1, n_ch = x->ne[0], n_t = x->ne[1], n_s = x->ne[2];
+  const int64_t per = ((n_ch + nth - 1) / nth + 7) / 8 * 8;
+  const int64_t c_begin = std::min(n_ch, per * ith), c_end = std::min(n_ch, c_begin + per);
+  const auto* weights = static_cast<const float*>(w->data);
+  float hist[kConvMaxTaps][kConvBlock], wt[kConvMaxTaps][kConvBlock], sums[kConvBlock];
+  for (int64_t s = 0; s < n_s; ++s) {
+    float* state = reinterpret_cast<float*>(static_cast<char*>(states->data) + slots[s] * states->nb[1]);
+    for (int64_t cb = c_begin; cb < c_end; cb += kConvBlock) {
+      const int64_t m = std::min(kConvBlock, c_end - cb);
+      for (int64_t c = 0; c < m; ++c) {
+        for (int64_t i = 0; i < nc; ++i) wt[i][c] = weights[(cb + c) * nc + i];
+        for (int64_t i = 0; i < taps; ++i) hist[i][c] = state[(cb + c) * taps + i];
+      }
+      // Window position p: the state's inputs first, then the tokens'.
+      auto at = [&](int64_t p) -> const float* {
+        return p < taps ? hist[p]
+                        : reinterpret_cast<const float*>(static_cast<const char*>(x->data) +
+                                                         (p - taps) * x->nb[1] + s * x->nb[2]) +
+                              cb;
+      };
+      for (int64_t t = 0; t < n_t; ++t) {
+        for (int64_t c = 0; c < m; ++c) sums[c] = 0.0f;
+        for (int64_t i = 0; i < nc; ++i) {
+          const float* in = at(t + i);
+          for (int64_t c = 0; c < m; ++c) sums[c] += in[c] * wt[i][c];
+        }
+        float* out =
+            reinterpret_cast<float*>(static_cast<char*>(dst->data) + t * dst->nb[1] + s * dst->nb[2]) + cb;
+        for (int64_t c = 0; c < m; ++c) out[c] = sums[c];
+      }
+      for (int64_t i = 0; i < taps; ++i) {
+        const float* in = at(n_t + i);
+        for (int64_t c = 0; c < m; ++c) state[(cb + c) * taps + i] = in[c];
+      }
+    }
+  }
+}
+
 }  // namespace
+
+bool conv_update_supported(int64_t taps) {
+  return taps == 4;
+}
+
+ggml_tensor* conv_update(ggml_context* ctx, ggml_tensor* x, ggml_tensor* states, ggml_tensor* weights,
+                         ggml_tensor* slots) {
+  const int64_t n_ch = x->ne[0], n_t = x->ne[1], n_s = x->ne[2], nc = weights->ne[0];
+  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[3] == 1);
+  GGML_ASSERT(conv_update_supported(nc) && nc <= kConvMaxTaps && weights->ne[1] == n_ch);
+  GGML_ASSERT(weights->type == GGML_TYPE_F32 && ggml_is_contiguous(weights));
+  GGML_ASSERT(states->type == GGML_TYPE_F32 && ggml_is_contiguous(states) &&
+              states->ne[0] == (nc - 1) * n_ch);
+  GGML_ASSERT(slots->type == GGML_TYPE_I32 && slots->ne[0] == n_s);
+  ggml_tensor* args[] = {x, states, weights, slots};
+  return ggml_custom_4d(ctx, GGML_TYPE_F32, n_ch, n_t, n_s, 1, args, 4, conv_kernel, GGML_N_TASKS_MAX,
+                        nullptr);
+}
 
 bool delta_net_update_supported(int64_t head_dim) {
   return fits(head_dim);

@@ -42,4 +42,29 @@ bool delta_net_update_supported(int64_t head_dim);
 ggml_tensor* delta_net_update(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
                               ggml_tensor* g, ggml_tensor* beta, ggml_tensor* states, ggml_tensor* slots);
 
+// The short causal convolution of qwen35's linear-attention layers as one op
+// that reads each sequence's conv state where it lives and advances it in
+// place. In ggml ops it takes five nodes (gather the states, join them to the
+// inputs transposed, convolve, copy out the last inputs, scatter them back),
+// with a transposed copy of the whole input between them and a convolution
+// that walks it a row of one channel at a time; this reads the inputs as the
+// projection left them, eight channels a vector.
+//
+// The numbers are ggml_ssm_conv's to the bit: per channel and token the sum
+// from 0 of input x weight over the taps, oldest first, each product rounded
+// before its add (tests/model/delta_net_test.cpp checks it against the ops).
+//
+// Only for convolutions of 4 taps (Qwen3.5's): for those ggml's loop rounds
+// each product (this compiler vectorizes it), for others it fuses them.
+bool conv_update_supported(int64_t taps);
+
+// x: F32 [channels, n_tokens, n_seqs], rows contiguous (a view of the
+// projection's rows); states: F32 [(taps - 1) * channels, n_slots], each
+// channel's last taps - 1 inputs, oldest first; weights: F32 [taps,
+// channels]; slots: I32 [n_seqs], distinct. Returns F32 [channels,
+// n_tokens, n_seqs], the convolution (before its activation); when the graph
+// runs, the slots' states take the last taps - 1 inputs in place.
+ggml_tensor* conv_update(ggml_context* ctx, ggml_tensor* x, ggml_tensor* states, ggml_tensor* weights,
+                         ggml_tensor* slots);
+
 }  // namespace graft

@@ -211,16 +211,22 @@ ggml_tensor* delta_net_group(GraphContext& g, const ModelConfig& c, const LayerW
   const int64_t taps = s.conv_kernel - 1;
 
   // The convolution reads the last taps inputs before the group, then its own.
-  ggml_tensor* conv_state = ggml_get_rows(ctx, state.conv, grp.slots);  // [taps * conv_dim, n_s]
-  conv_state = ggml_reshape_3d(ctx, conv_state, taps, s.conv_dim(), n_s);
-  ggml_tensor* conv_in = ggml_concat(ctx, conv_state, ggml_transpose(ctx, group_rows(ctx, qkv, grp)), 0);
-  // [taps + n_t, conv_dim, n_s]: the last taps columns are the new conv state.
-  ggml_tensor* conv_next = ggml_view_3d(ctx, conv_in, taps, s.conv_dim(), n_s, conv_in->nb[1], conv_in->nb[2],
-                                        ggml_row_size(conv_in->type, n_t));
-  conv_next = ggml_reshape_2d(ctx, ggml_cont(ctx, conv_next), taps * s.conv_dim(), n_s);
-  ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, state.conv, conv_next, grp.slots));
-
-  ggml_tensor* mixed = ggml_silu(ctx, ggml_ssm_conv(ctx, conv_in, l.ssm_conv));  // [conv_dim, n_t, n_s]
+  ggml_tensor* conv = nullptr;  // [conv_dim, n_t, n_s]
+  if (!g.training && conv_update_supported(s.conv_kernel)) {
+    // The states advance where they lie; the same numbers as the ops below.
+    conv = conv_update(ctx, group_rows(ctx, qkv, grp), state.conv, l.ssm_conv, grp.slots);
+  } else {
+    ggml_tensor* conv_state = ggml_get_rows(ctx, state.conv, grp.slots);  // [taps * conv_dim, n_s]
+    conv_state = ggml_reshape_3d(ctx, conv_state, taps, s.conv_dim(), n_s);
+    ggml_tensor* conv_in = ggml_concat(ctx, conv_state, ggml_transpose(ctx, group_rows(ctx, qkv, grp)), 0);
+    // [taps + n_t, conv_dim, n_s]: the last taps columns are the new conv state.
+    ggml_tensor* conv_next = ggml_view_3d(ctx, conv_in, taps, s.conv_dim(), n_s, conv_in->nb[1],
+                                          conv_in->nb[2], ggml_row_size(conv_in->type, n_t));
+    conv_next = ggml_reshape_2d(ctx, ggml_cont(ctx, conv_next), taps * s.conv_dim(), n_s);
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, state.conv, conv_next, grp.slots));
+    conv = ggml_ssm_conv(ctx, conv_in, l.ssm_conv);
+  }
+  ggml_tensor* mixed = ggml_silu(ctx, conv);  // [conv_dim, n_t, n_s]
   const size_t f = ggml_element_size(mixed);
   const int64_t hd = s.head_dim;
   ggml_tensor* q = ggml_view_4d(ctx, mixed, hd, s.n_k_heads, n_t, n_s, hd * f, mixed->nb[1], mixed->nb[2], 0);
