@@ -211,7 +211,9 @@ struct RefMatrix {
 };
 constexpr RefMatrix kRefLayer[] = {{2048, 2048, 0}, {2048, 512, 0},  {2048, 512, 0}, {2048, 2048, 1},
                                    {2048, 8192, 2}, {2048, 8192, 2}, {8192, 2048, 3}};
-constexpr int kQuickShrink = 8;  // --quick: the reference widths divided by this
+constexpr int kQuickShrink = 8;
+constexpr int kRefWindow = 256, kRefSeen = 192;  // a decode row's window of cells, and those it sees  //
+                                                 // --quick: the reference widths divided by this
 
 // A stack of reference layers' matrices, each with weights of its own
 // (together too big for the last-level cache, as a model's are).
@@ -291,11 +293,19 @@ void probe_layer_matrices(Runner& runner, ggml_type type, const Sizes& sizes, Ty
   rate.layer_bytes_per_s_8 = double(stack.bytes) / std::max(t[1], t[0]);
 }
 
-// Attention of `rows` rows over `cells` cells of an F16 cache, `ops` times
-// over separate caches (decode: one row per op, as each sequence has its
-// own window); units per second.
-double probe_attention(Runner& runner, int rows, int cells, int ops, bool causal, int reps) {
-  constexpr int head_dim = 128, n_head = 32, n_head_kv = 8;
+constexpr int kAttentionHeadDim = 128, kAttentionHeads = 32;
+
+// Attention units (row x cell x head x head-dim) of `rows` rows over `cells` cells.
+double attention_units(int rows, int cells) {
+  return double(rows) * cells * kAttentionHeads * kAttentionHeadDim;
+}
+
+// Seconds of one op of attention of `rows` rows over `cells` cells of an F16
+// cache, timed over `ops` such ops on separate caches (decode: one row per
+// op, as each sequence has its own window). Each row sees the first
+// `visible` cells (causal: up to its own).
+double probe_attention(Runner& runner, int rows, int cells, int visible, int ops, bool causal, int reps) {
+  constexpr int head_dim = kAttentionHeadDim, n_head = kAttentionHeads, n_head_kv = 8;
   ggml_context_ptr ctx = new_context(size_t(ops) * 8 + 8, size_t(ops) * 8 + 8);
   ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), size_t(ops) * 8 + 8, false);
   std::vector<ggml_tensor*> masks;
@@ -322,12 +332,11 @@ double probe_attention(Runner& runner, int rows, int cells, int ops, bool causal
   const ggml_fp16_t drop = ggml_fp32_to_fp16(-INFINITY);
   for (ggml_tensor* mask : masks) {
     auto* m = static_cast<ggml_fp16_t*>(mask->data);
-    for (int r = 0; r < rows && causal; ++r) {
-      for (int c = r + 1; c < cells; ++c) m[size_t(r) * size_t(cells) + size_t(c)] = drop;
+    for (int r = 0; r < rows; ++r) {
+      for (int c = causal ? r + 1 : visible; c < cells; ++c) m[size_t(r) * size_t(cells) + size_t(c)] = drop;
     }
   }
-  const double t = runner.seconds(graph, reps);
-  return double(rows) * cells * n_head * head_dim * ops / t;
+  return runner.seconds(graph, reps) / ops;
 }
 
 // The fixed cost of a graph node: a chain of tiny ops.
@@ -439,6 +448,7 @@ json ProbeResult::to_json() const {
               {"types", t},
               {"attention_decode", attention_decode},
               {"attention_prefill", attention_prefill},
+              {"attention_op_seconds", attention_op_seconds},
               {"node_seconds", node_seconds}};
 }
 
@@ -467,6 +477,13 @@ Result<ProbeResult> ProbeResult::from_json(const json& j) {
   GRAFT_TRY(r.attention_decode, positive(j, "attention_decode"));
   GRAFT_TRY(r.attention_prefill, positive(j, "attention_prefill"));
   GRAFT_TRY(r.node_seconds, positive(j, "node_seconds"));
+  if (auto it = j.find("attention_op_seconds");
+      it == j.end() || !it->is_number() || !(it->get<double>() >= 0)) {
+    return make_error("invalid_argument",
+                      "probe result: 'attention_op_seconds' must be a number of 0 or more");
+  } else {
+    r.attention_op_seconds = it->get<double>();
+  }
   auto types = j.find("types");
   if (types == j.end() || !types->is_object() || types->empty()) {
     return make_error("invalid_argument", "probe result: 'types' must be an object of weight types");
@@ -504,9 +521,16 @@ Result<ProbeResult> run_probe(const ProbeOptions& options) {
     rate = probe_type(runner, type, sizes);
     probe_layer_matrices(runner, type, sizes, rate);
   }
-  r.attention_decode = probe_attention(runner, 1, sizes.attention_cells, 8, false, sizes.reps);
-  r.attention_prefill =
-      probe_attention(runner, sizes.prefill_rows, sizes.prefill_rows, 1, true, std::max(2, sizes.reps / 2));
+  const int cells = sizes.attention_cells, rows = sizes.prefill_rows;
+  r.attention_decode =
+      attention_units(1, cells) / probe_attention(runner, 1, cells, cells, 8, false, sizes.reps);
+  r.attention_prefill = attention_units(rows, rows) /
+                        probe_attention(runner, rows, rows, rows, 1, true, std::max(2, sizes.reps / 2));
+  // A decode row's op over a short window (the KV cache's 256 cells, 192 of
+  // them seen): what it takes beyond its units at the long window's rate is
+  // the op's own cost, which a step pays once per sequence and layer.
+  const double short_op = probe_attention(runner, 1, kRefWindow, kRefSeen, 16, false, sizes.reps);
+  r.attention_op_seconds = std::max(0.0, short_op - attention_units(1, kRefSeen) / r.attention_decode);
   r.node_seconds = probe_node(runner, sizes.nodes, sizes.reps);
   r.measured_at = utc_now();
   return r;

@@ -44,7 +44,7 @@ struct TypeRate {
 
 // Bumped when what the probe measures changes; older cached results are
 // measured anew.
-inline constexpr int kProbeVersion = 3;
+inline constexpr int kProbeVersion = 4;
 
 struct ProbeResult {
   int version = kProbeVersion;
@@ -57,6 +57,9 @@ struct ProbeResult {
   // one row over a long window (decode), and a causal prompt (prefill).
   double attention_decode = 0;
   double attention_prefill = 0;
+  // What one decode row's attention op costs beyond its units at that rate
+  // (setting up, the barrier after it): paid once per sequence and layer.
+  double attention_op_seconds = 0;
   double node_seconds = 0;  // the fixed cost of one graph node (dispatch, thread sync)
 
   // The rates for a type, or those of the probed type nearest in bits per weight.

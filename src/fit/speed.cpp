@@ -40,7 +40,8 @@ double decode_seconds(const FitModel& model, const ServeSettings& s, const Probe
   const ModelConfig& c = model.config();
   double t = 0;
   for (const FitModel::Matrix& m : model.matrices()) t += decode_matrix_seconds(m, n, probe);
-  t += c.n_layer * n * attention_units(c, 1, cells) / probe.attention_decode;
+  const int n_attention = c.n_layer - c.n_recurrent_layers();
+  t += n_attention * n * (attention_units(c, 1, cells) / probe.attention_decode + probe.attention_op_seconds);
   // The step's graph: one window per sequence, as the cache places them apart.
   const int window = padded(cells);
   std::vector<KvCache::Window> windows;
@@ -57,7 +58,9 @@ double prefill_seconds(const FitModel& model, const ServeSettings& s, const Prob
     const bool last_rows_only = m.layer < 0 || (m.ffn && m.layer == c.n_layer - 1);
     t += last_rows_only ? decode_matrix_seconds(m, 1, probe) : prefill_matrix_seconds(m, tokens, probe);
   }
-  t += c.n_layer * attention_units(c, tokens, padded(tokens)) / probe.attention_prefill;
+  const int n_attention = c.n_layer - c.n_recurrent_layers();
+  t += n_attention *
+       (attention_units(c, tokens, padded(tokens)) / probe.attention_prefill + probe.attention_op_seconds);
   const Forward::Measure g = model.measure(s.kv_type, padded(tokens), tokens, 1, s.threads);
   return t + g.n_nodes * probe.node_seconds;
 }

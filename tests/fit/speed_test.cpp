@@ -48,6 +48,7 @@ TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
   }
   EXPECT_GT(p->attention_decode, 0);
   EXPECT_GT(p->attention_prefill, 0);
+  EXPECT_GE(p->attention_op_seconds, 0);
   EXPECT_GT(p->node_seconds, 0);
   EXPECT_LT(p->node_seconds, 0.01);
   EXPECT_LT(seconds, 20.0);  // well under a second on an idle machine
@@ -172,6 +173,26 @@ TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
   const SpeedPrediction bound = predict_speed(m, s, bound_probe);
   EXPECT_NEAR(bound.decode_tps.at(8), bound.decode_tps.at(1), bound.decode_tps.at(1) * 0.01);
   EXPECT_GT(bound.prefill_tps, 0);
+}
+
+TEST(FitSpeed, EachDecodeRowPaysAnAttentionOpPerLayer) {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
+  auto model = FitModel::open(testing::test_model_path(spec));
+  ASSERT_TRUE(model.ok());
+  const FitModel& m = **model;
+  ProbeResult p = made_up_probe(1e9, 1e30);
+  const SpeedPrediction without = predict_speed(m, m.resolve(ServeSettings{}), p);
+  p.attention_op_seconds = 1e-3;
+  const SpeedPrediction with = predict_speed(m, m.resolve(ServeSettings{}), p);
+  const int layers = m.config().n_layer;
+  for (int rows : {1, 8}) {
+    const double step = rows / with.decode_tps.at(rows) - rows / without.decode_tps.at(rows);
+    EXPECT_NEAR(step, layers * rows * 1e-3, 1e-9) << rows;
+  }
+  // A result without the figure is from an older probe: refused.
+  nlohmann::json j = p.to_json();
+  j.erase("attention_op_seconds");
+  EXPECT_FALSE(ProbeResult::from_json(j).ok());
 }
 
 }  // namespace
