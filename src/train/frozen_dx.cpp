@@ -348,12 +348,7 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes*
     if (!frozen) continue;
     if (!frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
     if (node->ne[2] != 1 || node->ne[3] != 1) continue;
-    // The same node becomes the custom op: its consumers and the graph's
-    // gradient table keep pointing at it.
-    ggml_tensor* op = frozen_dx(ctx, w, node->src[1], transposes);
-    node->op = op->op;
-    std::memcpy(node->op_params, op->op_params, sizeof(node->op_params));
-    for (int s = 0; s < GGML_MAX_SRC; ++s) node->src[s] = op->src[s];
+    replace_node_op(node, frozen_dx(ctx, w, node->src[1], transposes));
     ++replaced;
   }
   return replaced;

@@ -201,11 +201,7 @@ int use_out_prod_f32(ggml_context* ctx, ggml_cgraph* graph) {
     if (node->op != GGML_OP_OUT_PROD || node->type != GGML_TYPE_F32) continue;
     if (!out_prod_f32_supported(node->src[0], node->src[1])) continue;
     if (!ggml_is_contiguous(node)) continue;
-    // As use_frozen_dx: the node itself becomes the custom op.
-    ggml_tensor* op = out_prod_f32(ctx, node->src[0], node->src[1]);
-    node->op = op->op;
-    std::memcpy(node->op_params, op->op_params, sizeof(node->op_params));
-    for (int s = 0; s < GGML_MAX_SRC; ++s) node->src[s] = op->src[s];
+    replace_node_op(node, out_prod_f32(ctx, node->src[0], node->src[1]));
     ++replaced;
   }
   return replaced;

@@ -1,4 +1,4 @@
-// cross_entropy_rows and dropout_mask (train_ops.h).
+// cross_entropy_rows, dropout_mask and replace_node_op (train_ops.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -59,6 +59,12 @@ void dropout_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 }
 
 }  // namespace
+
+void replace_node_op(ggml_tensor* node, const ggml_tensor* op) {
+  node->op = op->op;
+  std::memcpy(node->op_params, op->op_params, sizeof(node->op_params));
+  for (int s = 0; s < GGML_MAX_SRC; ++s) node->src[s] = op->src[s];
+}
 
 ggml_tensor* cross_entropy_rows(ggml_context* ctx, ggml_tensor* logits, ggml_tensor* labels,
                                 ggml_tensor* weights, ggml_tensor* loss) {

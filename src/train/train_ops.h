@@ -67,6 +67,11 @@ ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t,
 // to_float, and repacked Q4_0 on x86).
 bool frozen_dx_supported(const ggml_tensor* w);
 
+// Makes `node` compute what `op` computes (its op, parameters and sources),
+// so that its consumers and the graph's gradient table, which point at the
+// node, take the replacement.
+void replace_node_op(ggml_tensor* node, const ggml_tensor* op);
+
 // Replaces each out_prod node of `graph` whose first source is a frozen
 // weight (a leaf that is not a parameter or an input) with frozen_dx (the
 // int8 product where `transposes` holds the weight's copy). Returns how many
