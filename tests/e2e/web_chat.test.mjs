@@ -176,7 +176,8 @@ describe('web page: chat', () => {
     assert.equal((await stored())[0].title, 'Adapter trials');
     await page.getByRole('button', { name: 'New chat' }).click();
     await sendAndWait(page, 'A second conversation');
-    assert.equal((await stored()).length, 2);
+    // The page saves once the reply has ended (an effect after that render): wait for it.
+    await until(async () => (await stored()).length === 2, 'the second conversation to be saved');
     await page.locator('.conv', { hasText: 'A second conversation' }).getByRole('button', { name: 'Delete' }).click();
     await page.locator('.conv', { hasText: 'A second conversation' }).getByRole('button', { name: 'Delete' }).click();
     await until(async () => (await stored()).length === 1, 'the deletion to be saved');
