@@ -25,6 +25,14 @@ ProbeResult made_up_probe(double bandwidth, double flops, double bandwidth_8 = 0
   return p;
 }
 
+// A small llama model in Q8_0, the one the prediction tests read.
+std::string small_q8_0_model() {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  return testing::test_model_path(spec);
+}
+
 TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
   const auto t0 = std::chrono::steady_clock::now();
   // One thread: on a busy machine, threads that wait for each other at every
@@ -106,10 +114,7 @@ TEST(FitSpeed, ProductsBetweenOneAndEightRowsTakeTheMeasuredRates) {
 }
 
 TEST(FitSpeed, LayerMatricesTakeTheLayerRatesAndTheOutputTheProducts) {
-  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  auto model = FitModel::open(testing::test_model_path(spec));
+  auto model = FitModel::open(small_q8_0_model());
   ASSERT_TRUE(model.ok());
   const FitModel& m = **model;
   int64_t layer_bytes = 0, output_bytes = 0;
@@ -145,10 +150,7 @@ TEST(FitSpeed, UntypedWeightsTakeTheNearestProbedType) {
 }
 
 TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
-  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  auto model = FitModel::open(testing::test_model_path(spec));
+  auto model = FitModel::open(small_q8_0_model());
   ASSERT_TRUE(model.ok());
   const FitModel& m = **model;
   // Attention free, eight rows as cheap as one: a step costs its weights' bytes at the bandwidth.
@@ -176,8 +178,7 @@ TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
 }
 
 TEST(FitSpeed, EachDecodeRowPaysAnAttentionOpPerLayer) {
-  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "q8_0");
-  auto model = FitModel::open(testing::test_model_path(spec));
+  auto model = FitModel::open(small_q8_0_model());
   ASSERT_TRUE(model.ok());
   const FitModel& m = **model;
   ProbeResult p = made_up_probe(1e9, 1e30);
