@@ -281,9 +281,69 @@ std::optional<ChatJson> call_from_gemma(std::string_view body) {
   return make_call(std::move(name), arguments->dump(), make_tool_call_id(ToolCallFormat::gemma4));
 }
 
+namespace {
+
+constexpr std::string_view kCdataOpen = "<![CDATA[", kCdataClose = "]]>";
+
+}  // namespace
+
+std::size_t minicpm5_call_close(std::string_view s) {
+  std::size_t i = 0;
+  while (true) {
+    std::size_t close = s.find(kMiniCpmCallClose, i);
+    std::size_t cdata = s.find(kCdataOpen, i);
+    if (cdata == std::string_view::npos || close < cdata) return close;
+    std::size_t cdata_end = s.find(kCdataClose, cdata + kCdataOpen.size());
+    if (cdata_end == std::string_view::npos) return std::string_view::npos;
+    i = cdata_end + kCdataClose.size();
+  }
+}
+
+std::optional<ChatJson> call_from_minicpm5(std::string_view body) {
+  constexpr std::string_view kParam = "<param name=\"", kEndParam = "</param>";
+  std::size_t name_end = body.find("\">");
+  if (name_end == std::string_view::npos) return std::nullopt;
+  std::string name(body.substr(0, name_end));
+  if (!valid_name(name)) return std::nullopt;
+  ChatJson arguments = ChatJson::object();
+  std::string_view s = body.substr(name_end + 2);
+  std::size_t i = 0;
+  while (true) {
+    i = skip_space(s, i);
+    std::string_view rest = s.substr(i);
+    if (rest.starts_with(kMiniCpmCallClose)) {
+      if (!trim(rest.substr(kMiniCpmCallClose.size())).empty()) return std::nullopt;
+      break;
+    }
+    if (!rest.starts_with(kParam)) return std::nullopt;
+    std::size_t key_end = rest.find("\">", kParam.size());
+    if (key_end == std::string_view::npos) return std::nullopt;
+    std::string key(rest.substr(kParam.size(), key_end - kParam.size()));
+    if (key.empty() || key.find_first_of("<>\"") != std::string::npos || arguments.contains(key))
+      return std::nullopt;
+    std::string_view value = rest.substr(key_end + 2);
+    std::size_t consumed = 0;
+    if (value.starts_with(kCdataOpen)) {
+      std::size_t cdata_end = value.find(kCdataClose, kCdataOpen.size());
+      if (cdata_end == std::string_view::npos) return std::nullopt;
+      arguments[key] = std::string(value.substr(kCdataOpen.size(), cdata_end - kCdataOpen.size()));
+      consumed = cdata_end + kCdataClose.size();
+      if (!value.substr(consumed).starts_with(kEndParam)) return std::nullopt;
+    } else {
+      consumed = value.find(kEndParam);
+      if (consumed == std::string_view::npos) return std::nullopt;
+      if (value.substr(0, consumed).find('<') != std::string_view::npos) return std::nullopt;
+      arguments[key] = xml_parameter_value(value.substr(0, consumed));
+    }
+    i += key_end + 2 + consumed + kEndParam.size();
+  }
+  return make_call(std::move(name), arguments.dump(), make_tool_call_id(ToolCallFormat::minicpm5));
+}
+
 // The body between <tool_call> and </tool_call>: JSON or the XML form.
 std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFormat format) {
   if (format == ToolCallFormat::gemma4) return call_from_gemma(body);
+  if (format == ToolCallFormat::minicpm5) return call_from_minicpm5(body);
   std::string_view t = trim(body);
   if (t.starts_with("<function=")) return call_from_xml(t);
   if (t.empty() || t[0] != '{' || json_value_end(t) != t.size()) return std::nullopt;
@@ -300,6 +360,7 @@ ToolCallFormat detect_tool_call_format(std::string_view source) {
   auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
   if (has(kGemmaCallOpen)) return ToolCallFormat::gemma4;
   if (has(kMistralCalls)) return ToolCallFormat::mistral;
+  if (has(kMiniCpmCallOpen)) return ToolCallFormat::minicpm5;
   if (has(kToolCallOpen)) return has("<function=") ? ToolCallFormat::qwen_xml : ToolCallFormat::hermes;
   if (has("<|start_header_id|>") && (has(kPythonTag) || has("\"parameters\"")))
     return ToolCallFormat::llama3_json;
@@ -320,6 +381,8 @@ std::string_view tool_call_format_name(ToolCallFormat format) {
       return "qwen_xml";
     case ToolCallFormat::gemma4:
       return "gemma4";
+    case ToolCallFormat::minicpm5:
+      return "minicpm5";
   }
   return "none";
 }

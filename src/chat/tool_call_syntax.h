@@ -30,6 +30,11 @@ inline constexpr std::string_view kGemmaCallClose = "<tool_call|>";
 inline constexpr std::string_view kGemmaQuote = "<|\"|>";
 inline constexpr std::string_view kGemmaChannelOpen = "<|channel>";
 inline constexpr std::string_view kGemmaChannelClose = "<channel|>";
+// MiniCPM5: <function name="f"><param name="k">value</param></function>, a
+// value holding <, & or a line break wrapped in <![CDATA[...]]>; no wrapper
+// around the calls.
+inline constexpr std::string_view kMiniCpmCallOpen = "<function name=\"";
+inline constexpr std::string_view kMiniCpmCallClose = "</function>";
 
 // The index of the first byte at or after i that is not ASCII whitespace.
 std::size_t skip_space(std::string_view s, std::size_t i = 0);
@@ -59,6 +64,16 @@ std::optional<ChatJson> call_from_xml(std::string_view body);
 // call:name{key:value,...}, Gemma 4's call syntax (values: <|"|>strings<|"|>,
 // numbers, true, false, null, {objects} and [arrays]; keys bare or quoted).
 std::optional<ChatJson> call_from_gemma(std::string_view body);
+
+// Where MiniCPM5's </function> closing the call in s starts: the first one
+// outside CDATA sections (a value may hold the marker's text); npos while
+// there is none yet.
+std::size_t minicpm5_call_close(std::string_view s);
+
+// A MiniCPM5 call after its opening `<function name="`:
+// f"><param name="k">v</param>...</function>. Values as in call_from_xml; a
+// CDATA value is a string, as written.
+std::optional<ChatJson> call_from_minicpm5(std::string_view body);
 
 // The body between <tool_call> and </tool_call>: JSON or the XML form.
 std::optional<ChatJson> call_from_tagged_body(std::string_view body, ToolCallFormat format);

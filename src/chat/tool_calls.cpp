@@ -129,6 +129,7 @@ bool StreamingOutputParser::step_content(bool at_end) {
   if (format_ == ToolCallFormat::hermes || format_ == ToolCallFormat::qwen_xml) marker = kToolCallOpen;
   if (format_ == ToolCallFormat::mistral) marker = kMistralCalls;
   if (format_ == ToolCallFormat::gemma4) marker = kGemmaCallOpen;
+  if (format_ == ToolCallFormat::minicpm5) marker = kMiniCpmCallOpen;
   if (!marker.empty()) {
     std::size_t at = pending_.find(marker);
     if (at != std::string::npos) {
@@ -149,8 +150,13 @@ bool StreamingOutputParser::step_content(bool at_end) {
 }
 
 bool StreamingOutputParser::step_tagged_call(bool at_end) {
-  const std::string_view close_marker = format_ == ToolCallFormat::gemma4 ? kGemmaCallClose : kToolCallClose;
-  std::size_t close = pending_.find(close_marker);
+  // MiniCPM5's closing marker ends the call's syntax, so it stays in the body.
+  const bool minicpm5 = format_ == ToolCallFormat::minicpm5;
+  const std::string_view close_marker = format_ == ToolCallFormat::gemma4 ? kGemmaCallClose
+                                        : minicpm5                        ? std::string_view()
+                                                                          : kToolCallClose;
+  std::size_t close = minicpm5 ? minicpm5_call_close(pending_) : pending_.find(close_marker);
+  if (minicpm5 && close != std::string::npos) close += kMiniCpmCallClose.size();
   if (close == std::string::npos && !at_end) return false;
   // At the end, an unclosed call still counts if its body is a whole call.
   std::string_view body =

@@ -7,7 +7,7 @@
 // however the text was split into pieces.
 //
 // Tool calls are recognised only in the text the detokenizer returns: the
-// markers ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>") must be decoded
+// markers ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", ...) must be decoded
 // as text, not dropped as special tokens.
 #pragma once
 
@@ -27,6 +27,7 @@ enum class ToolCallFormat {
   qwen_xml,     // <tool_call><function=name><parameter=k>v</parameter></function></tool_call> (Qwen3.5,
                 // Qwen3-Coder)
   gemma4,       // <|tool_call>call:name{key:<|"|>text<|"|>,n:1}<tool_call|> (Gemma 4)
+  minicpm5,     // <function name="f"><param name="k">v or <![CDATA[text]]></param></function> (MiniCPM5)
 };
 
 // The format a template's own text asks the model to use.

@@ -126,6 +126,31 @@ TEST(ChatRoundTrip, Qwen35StartsInsideThinkingAndUsesTheXmlForm) {
       << *again;
 }
 
+TEST(ChatRoundTrip, MiniCpm5CallsComeBackAndRenderAsItsXml) {
+  ChatTemplate t = load("openbmb-MiniCPM5-1B");
+  Result<std::string> prompt = t.render(weather_question(), testing::weather_tools(), {});
+  ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+  EXPECT_NE(prompt->find(R"(<function name="function-name">)"), std::string::npos);  // the instructions
+  Reply reply = respond(t, *prompt,
+                        "<think>\nNeed the weather tool.\n</think>\n\nLet me check.\n"
+                        R"(<function name="get_weather"><param name="city">Paris</param></function>)");
+  EXPECT_EQ(reply.finish_reason, "tool_calls");
+  EXPECT_TRUE(reply.streamed_tool_calls);
+  EXPECT_EQ(reply.message["reasoning_content"], "Need the weather tool.");
+  EXPECT_EQ(reply.message["content"], "Let me check.");
+  EXPECT_EQ(reply.message["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  ChatJson next = weather_question();
+  next.push_back(reply.message);
+  next.push_back(ChatJson{
+      {"role", "tool"}, {"tool_call_id", reply.message["tool_calls"][0]["id"]}, {"content", "sunny"}});
+  Result<std::string> again = t.render(next, testing::weather_tools(), {});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_NE(again->find("Let me check.\n<function name=\"get_weather\"><param name=\"city\">Paris</param>"
+                        "</function><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response>"),
+            std::string::npos)
+      << *again;
+}
+
 TEST(ChatRoundTrip, MistralIdsSatisfyTheTemplateWhenSentBack) {
   ChatTemplate t = load("mistralai-Mistral-Nemo-Instruct-2407");
   ChatJson question = ChatJson::parse(R"([{"role": "user", "content": "Weather in Paris?"}])");

@@ -53,6 +53,7 @@ TEST(ToolCallFormat, DetectedFromTheTemplateText) {
   EXPECT_EQ(detect("mistralai-Mistral-Nemo-Instruct-2407"), ToolCallFormat::mistral);
   EXPECT_EQ(detect("google-gemma-2-2b-it"), ToolCallFormat::none);
   EXPECT_EQ(detect("google-gemma-4-31B-it"), ToolCallFormat::gemma4);
+  EXPECT_EQ(detect("openbmb-MiniCPM5-1B"), ToolCallFormat::minicpm5);
   EXPECT_EQ(detect("microsoft-Phi-3.5-mini-instruct"), ToolCallFormat::none);
 }
 
@@ -222,6 +223,49 @@ TEST(ParseModelOutput, Gemma4ToolCalls) {
     expect_parse(text, ToolCallFormat::gemma4, false, {text, "", ChatJson::array()});
 }
 
+TEST(ParseModelOutput, MiniCpm5ToolCalls) {
+  expect_parse(R"(<function name="get_weather"><param name="city">Paris</param><param name="days">3</param>)"
+               R"(</function>)",
+               ToolCallFormat::minicpm5, false,
+               {"", "", {call("get_weather", R"({"city":"Paris","days":3})")}});
+  // CDATA values are strings as written, even when they hold markup or the
+  // closing marker; text before, two calls, whitespace between.
+  expect_parse(
+      "Writing it.\n<function name=\"write\"><param name=\"path\">a.txt</param><param name=\"text\">"
+      "<![CDATA[x < y && </param></function>\nline 2]]></param></function>\n"
+      "<function name=\"noop\"></function>",
+      ToolCallFormat::minicpm5, false,
+      {"Writing it.",
+       "",
+       {call("write", R"({"path":"a.txt","text":"x < y && </param></function>\nline 2"})"),
+        call("noop", "{}")}});
+  // Reasoning first.
+  expect_parse(
+      "<think>\nNeed the weather.\n</think>\n\n<function name=\"w\"><param name=\"c\">Oslo</param>"
+      "</function>",
+      ToolCallFormat::minicpm5, true, {"", "Need the weather.", {call("w", R"({"c":"Oslo"})")}});
+  // Text after a call is content.
+  expect_parse(R"(<function name="f"></function> Done.)", ToolCallFormat::minicpm5, false,
+               {"Done.", "", {call("f", "{}")}});
+  // Malformed calls stay in content as written.
+  const char* broken[] = {
+      R"(<function name="f"><param name="a">1</param>)",
+      R"(<function name="f"><param name="a">1</function>)",
+      R"(<function name="f"><param name="a">x < y</param></function>)",
+      R"(<function name="f"><param name="a"><![CDATA[open</param></function>)",
+      R"(<function name="f"><param name="a"><![CDATA[x]]> tail</param></function>)",
+      R"(<function name="f"><param name="">1</param></function>)",
+      R"(<function name="f"><param name="a">1</param><param name="a">2</param></function>)",
+      R"(<function name="f"><arg name="a">1</arg></function>)",
+      R"(<function name="two words"></function>)",
+  };
+  for (const char* text : broken) {
+    ParsedMessage m = parse_model_output(text, ToolCallFormat::minicpm5, false);
+    EXPECT_TRUE(m.tool_calls.empty()) << text;
+    EXPECT_NE(m.content.find("<function name="), std::string::npos) << text;
+  }
+}
+
 // Gemma 4 reasons in a thought channel.
 TEST(ParseModelOutput, Gemma4ThoughtChannelBecomesReasoningContent) {
   expect_parse("<|channel>thought\nThe user wants weather.<channel|>It is sunny.", ToolCallFormat::gemma4,
@@ -290,6 +334,10 @@ const Sample kSamples[] = {
     {"<|channel>thought\nDas Wetter 🤔<channel|>Moment. <|tool_call>call:w{c:<|\"|>Zürich<|\"|>,n:[1,2]}"
      "<tool_call|> <|tool_call>call:broken{x:<tool_call|> tail <|tool",
      ToolCallFormat::gemma4, true, false},
+    {"<think>\nDas Wetter 🤔\n</think>\n\nMoment.\n<function name=\"w\"><param name=\"c\"><![CDATA[Zürich "
+     "</function>]]></param></function> <function name=\"broken\"><param name=\"x\">1</function> tail "
+     "<function name",
+     ToolCallFormat::minicpm5, true, false},
 };
 
 struct Merged {
