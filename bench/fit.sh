@@ -13,7 +13,10 @@
 #     against pp512. Target: decode within 15 %. The load average is printed
 #     with each measurement (the probe and graft bench run at this shell's
 #     priority: run the script without nice).
-# The probe (graft fit --probe) runs first unless PROBE=0 (then the cached one).
+# The probe (graft fit --probe) runs first unless PROBE=0 (then the cached one);
+# PROBE=each runs it again right before each type's graft bench, so that the
+# prediction and the measurement see the machine in the same state (a shared
+# VM's memory bandwidth drifts 10-20 % over minutes).
 # MEMORY=0 runs the speed half only.
 # Env: GRAFT, THREADS (see bench/common.sh), TYPES (default "f16 q8_0 q4_0"),
 # CTXS (default "1024 4096"), PARALLEL (default 2), GEN (default 16), REPS (3).
@@ -29,7 +32,7 @@ OUT=$(mktemp -d /tmp/graft-fit-bench.XXXXXX)
 trap 'stop_server; rm -rf "$OUT"' EXIT
 
 echo "threads: $THREADS, parallel: $PARALLEL, contexts: $CTXS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ "${PROBE:-1}" != 0 ]; then "$GRAFT" fit --probe --threads "$THREADS"; fi
+if [ "${PROBE:-1}" != 0 ] && [ "${PROBE:-1}" != each ]; then "$GRAFT" fit --probe --threads "$THREADS"; fi
 echo "load after the probe: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 model_for() {
@@ -78,6 +81,10 @@ JS
       "/proc/$SERVER_PID/smaps" >"$OUT/file-$type-$ctx.txt"
     stop_server
   done
+  if [ "${PROBE:-1}" = each ]; then
+    echo "$type: probing (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
+    "$GRAFT" fit --probe --threads "$THREADS" >"$OUT/probe-$type.txt"
+  fi
   echo "$type: graft bench (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
   "$GRAFT" bench "$model" -t "$THREADS" -p 512 -n 0 -r "$REPS" --rows 1,8 >"$OUT/bench-$type.txt" 2>/dev/null
   "$GRAFT" fit "$model" --threads "$THREADS" --json --no-machines >"$OUT/speed-$type.json"
