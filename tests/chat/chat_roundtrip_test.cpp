@@ -56,6 +56,17 @@ Reply respond(const ChatTemplate& t, const std::string& prompt, const std::strin
   return r;
 }
 
+// The next prompt: the weather question, the assistant's reply message as
+// the server returned it, and the tool's answer to its first call.
+Result<std::string> render_with_tool_result(const ChatTemplate& t, const ChatJson& reply,
+                                            const std::string& result, const ChatRenderOptions& opts = {}) {
+  ChatJson next = weather_question();
+  next.push_back(reply);
+  next.push_back(
+      ChatJson{{"role", "tool"}, {"tool_call_id", reply["tool_calls"][0]["id"]}, {"content", result}});
+  return t.render(next, testing::weather_tools(), opts);
+}
+
 TEST(ChatRoundTrip, Qwen3ToolCallComesBackAsOpenAIToolCallsAndRendersIntoTheNextPrompt) {
   ChatTemplate t = load("Qwen-Qwen3-0.6B");
   ChatRenderOptions opts;
@@ -77,7 +88,6 @@ TEST(ChatRoundTrip, Qwen3ToolCallComesBackAsOpenAIToolCallsAndRendersIntoTheNext
   EXPECT_EQ(m["tool_calls"][0]["type"], "function");
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
-  std::string id = m["tool_calls"][0]["id"];
 
   // Streamed: reasoning first, then the call in one delta.
   ASSERT_FALSE(reply.deltas.empty());
@@ -85,10 +95,7 @@ TEST(ChatRoundTrip, Qwen3ToolCallComesBackAsOpenAIToolCallsAndRendersIntoTheNext
   EXPECT_TRUE(reply.deltas.back().contains("tool_calls"));
 
   // The client sends the message back with the tool's answer.
-  ChatJson next = weather_question();
-  next.push_back(m);
-  next.push_back(ChatJson{{"role", "tool"}, {"tool_call_id", id}, {"content", "18 degrees and sunny"}});
-  Result<std::string> again = t.render(next, testing::weather_tools(), opts);
+  Result<std::string> again = render_with_tool_result(t, m, "18 degrees and sunny", opts);
   ASSERT_TRUE(again.ok()) << again.error().message;
   const std::string tail =
       "<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n"
@@ -113,11 +120,7 @@ TEST(ChatRoundTrip, Qwen35StartsInsideThinkingAndUsesTheXmlForm) {
   EXPECT_EQ(reply.finish_reason, "tool_calls");
   EXPECT_EQ(reply.message["reasoning_content"], "Need the weather tool.");
   EXPECT_EQ(reply.message["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
-  ChatJson next = weather_question();
-  next.push_back(reply.message);
-  next.push_back(ChatJson{
-      {"role", "tool"}, {"tool_call_id", reply.message["tool_calls"][0]["id"]}, {"content", "sunny"}});
-  Result<std::string> again = t.render(next, testing::weather_tools(), {});
+  Result<std::string> again = render_with_tool_result(t, reply.message, "sunny");
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_NE(
       again->find("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
@@ -139,11 +142,7 @@ TEST(ChatRoundTrip, MiniCpm5CallsComeBackAndRenderAsItsXml) {
   EXPECT_EQ(reply.message["reasoning_content"], "Need the weather tool.");
   EXPECT_EQ(reply.message["content"], "Let me check.");
   EXPECT_EQ(reply.message["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
-  ChatJson next = weather_question();
-  next.push_back(reply.message);
-  next.push_back(ChatJson{
-      {"role", "tool"}, {"tool_call_id", reply.message["tool_calls"][0]["id"]}, {"content", "sunny"}});
-  Result<std::string> again = t.render(next, testing::weather_tools(), {});
+  Result<std::string> again = render_with_tool_result(t, reply.message, "sunny");
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_NE(again->find("Let me check.\n<function name=\"get_weather\"><param name=\"city\">Paris</param>"
                         "</function><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response>"),
