@@ -252,6 +252,57 @@ void delta_net_kernel(ggml_tensor*, int, int, void*) {
 
 #endif
 
+// How ggml's ssm_conv sums a window of 4 taps in this build of ggml. The C
+// loop is the same everywhere; the compiler decides: GCC's AVX2 code rounds
+// each product before its add, its AVX-512 code fuses them. Found once by
+// running the op on random values, where the two differ; `unknown` when
+// neither matches every channel (conv_update then stays unused and the graph
+// keeps ggml's ops).
+enum class ConvSum { rounded, fused, unknown };
+
+ConvSum ggml_conv_sum() {
+  static const ConvSum sum = [] {
+    constexpr int64_t nc = 4, n_ch = 256;
+    ggml_init_params params{};
+    params.mem_size = size_t(1) << 20;
+    ggml_context* ctx = ggml_init(params);
+    ggml_tensor* in = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, nc, n_ch, 1);  // one token after 3 of state
+    ggml_tensor* w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, nc, n_ch);
+    uint32_t seed = 12345;
+    for (ggml_tensor* t : {in, w}) {
+      auto* v = static_cast<float*>(t->data);
+      for (int64_t i = 0; i < ggml_nelements(t); ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = float(seed >> 8) / float(1u << 22) - 2.0f;
+      }
+    }
+    ggml_tensor* out = ggml_ssm_conv(ctx, in, w);
+    ggml_cgraph* graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ConvSum found = ConvSum::unknown;
+    if (ggml_graph_compute_with_ctx(ctx, graph, 1) == GGML_STATUS_SUCCESS) {
+      const auto* x = static_cast<const float*>(in->data);
+      const auto* c = static_cast<const float*>(w->data);
+      const auto* y = static_cast<const float*>(out->data);
+      int64_t rounded = 0, fused = 0;
+      for (int64_t ch = 0; ch < n_ch; ++ch) {
+        float r = 0.0f, f = 0.0f;
+        for (int64_t i = 0; i < nc; ++i) {
+          const float product = x[ch * nc + i] * c[ch * nc + i];
+          r += product;
+          f = std::fma(x[ch * nc + i], c[ch * nc + i], f);
+        }
+        rounded += r == y[ch];
+        fused += f == y[ch];
+      }
+      found = rounded == n_ch ? ConvSum::rounded : fused == n_ch ? ConvSum::fused : ConvSum::unknown;
+    }
+    ggml_free(ctx);
+    return found;
+  }();
+  return sum;
+}
+
 // The short convolution: each thread takes a range of channels (whole
 // vectors) of every sequence, so reading a channel's state and writing its
 // new one stay in one thread.
@@ -264,6 +315,7 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const int64_t per = ((n_ch + nth - 1) / nth + 7) / 8 * 8;
   const int64_t c_begin = std::min(n_ch, per * ith), c_end = std::min(n_ch, c_begin + per);
   const auto* weights = static_cast<const float*>(w->data);
+  const bool fused = ggml_conv_sum() == ConvSum::fused;
   float hist[kConvMaxTaps][kConvBlock], wt[kConvMaxTaps][kConvBlock], sums[kConvBlock];
   for (int64_t s = 0; s < n_s; ++s) {
     float* state = reinterpret_cast<float*>(static_cast<char*>(states->data) + slots[s] * states->nb[1]);
@@ -284,7 +336,11 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         for (int64_t c = 0; c < m; ++c) sums[c] = 0.0f;
         for (int64_t i = 0; i < nc; ++i) {
           const float* in = at(t + i);
-          for (int64_t c = 0; c < m; ++c) sums[c] += in[c] * wt[i][c];
+          if (fused) {
+            for (int64_t c = 0; c < m; ++c) sums[c] = std::fma(in[c], wt[i][c], sums[c]);
+          } else {
+            for (int64_t c = 0; c < m; ++c) sums[c] += in[c] * wt[i][c];
+          }
         }
         float* out =
             reinterpret_cast<float*>(static_cast<char*>(dst->data) + t * dst->nb[1] + s * dst->nb[2]) + cb;
@@ -301,7 +357,7 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 }  // namespace
 
 bool conv_update_supported(int64_t taps) {
-  return taps == 4;
+  return taps == 4 && ggml_conv_sum() != ConvSum::unknown;
 }
 
 ggml_tensor* conv_update(ggml_context* ctx, ggml_tensor* x, ggml_tensor* states, ggml_tensor* weights,

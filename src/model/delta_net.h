@@ -51,11 +51,13 @@ ggml_tensor* delta_net_update(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k,
 // projection left them, eight channels a vector.
 //
 // The numbers are ggml_ssm_conv's to the bit: per channel and token the sum
-// from 0 of input x weight over the taps, oldest first, each product rounded
-// before its add (tests/model/delta_net_test.cpp checks it against the ops).
+// from 0 of input x weight over the taps, oldest first, rounded as below
+// (tests/model/delta_net_test.cpp checks it against the ops).
 //
-// Only for convolutions of 4 taps (Qwen3.5's): for those ggml's loop rounds
-// each product (this compiler vectorizes it), for others it fuses them.
+// Only for convolutions of 4 taps (Qwen3.5's), summed as this build of ggml
+// sums them: its C loop is compiled to round each product before the add
+// (GCC, AVX2) or to fuse them (GCC, AVX-512); conv_update asks ggml's op once
+// which, and is not used when it is neither.
 bool conv_update_supported(int64_t taps);
 
 // x: F32 [channels, n_tokens, n_seqs], rows contiguous (a view of the
