@@ -57,9 +57,15 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
   spec.tied_output = m.value("tied", false);
   spec.head_dim = m.value("head_dim", 0);
   spec.rope_freq_base = m.value("rope_base", spec.rope_freq_base);
-  if (spec.arch == "gemma3") {
+  if (spec.arch == "gemma3" || spec.arch == "gemma4") {
     spec.sliding_window = m.at("sliding_window");
     spec.sliding_window_pattern = m.at("sliding_window_pattern");
+  }
+  if (spec.arch == "gemma4") {
+    spec.head_dim_local = m.at("head_dim_local");
+    spec.shared_kv_layers = m.at("shared_kv_layers");
+    spec.n_embd_per_layer = m.at("per_layer_embd");
+    spec.final_logit_softcap = m.at("logit_softcap");
   }
   const std::string model_path = testing::test_model_path(spec);
   auto e = testing::open_engine(model_path, spec.n_ctx, 1);
