@@ -72,18 +72,29 @@ SETS=${SETS:-f16 f32-bf16}
 # Small vocabularies keep the test quick: its time goes into the output layer.
 # qwen35 (hybrid): 3 gated delta-net layers and 1 of full attention, tied
 # output; "all" and "attn" then include the linear-attention projections.
-# gemma3: the golden models' shape (scripts/make-goldens.sh), sliding over 4 positions.
-CASES=${CASES:-llama:llama-spm:f16 qwen3:phi-3:q8_0 qwen35:llama-spm:f16 gemma3:llama-spm:f16}
+# gemma3, gemma4 and minicpm: the golden models' shapes (scripts/make-goldens.sh);
+# the gemma models slide over 4 positions, and gemma4's "all" and "attn"
+# include its per-layer-input projections and skip the k and v its shared-KV
+# layers lack.
+CASES=${CASES:-llama:llama-spm:f16 qwen3:phi-3:q8_0 qwen35:llama-spm:f16 gemma3:llama-spm:f16
+  gemma4:llama-spm:f16 minicpm:llama-spm:q8_0}
 for case in $CASES; do
   IFS=: read -r arch vocab type <<<"$case"
   name=$arch-$type
   model=$WORK/$name.gguf
-  LAYERS=2 TIED=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000
+  LAYERS=2 TIED=0 EXTRA=() KVH=$KV_HEADS HEAD_DIM=0 SLIDING=0 PATTERN=0 ROPE_BASE=10000 MORE='{}'
   if [ "$arch" = qwen35 ]; then LAYERS=4 TIED=1 EXTRA=(--tied); fi
+  if [ "$arch" = minicpm ]; then LAYERS=4; fi
   if [ "$arch" = gemma3 ]; then
     LAYERS=6 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=3 ROPE_BASE=1000000
     EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
       --rope-base $ROPE_BASE)
+  fi
+  if [ "$arch" = gemma4 ]; then
+    LAYERS=10 KVH=1 HEAD_DIM=128 SLIDING=4 PATTERN=5 ROPE_BASE=1000000
+    EXTRA=(--head-dim $HEAD_DIM --sliding-window $SLIDING --sliding-window-pattern $PATTERN
+      --rope-base $ROPE_BASE --head-dim-local 64 --shared-kv-layers 5 --per-layer-embd 32 --logit-softcap 30)
+    MORE='{"head_dim_local": 64, "shared_kv_layers": 5, "per_layer_embd": 32, "logit_softcap": 30}'
   fi
   "$GRAFT" make-test-model "$model" --arch "$arch" --vocab "$BUNDLE/models/ggml-vocab-$vocab.gguf" \
     --embd $EMBD --layers $LAYERS --heads $HEADS --kv-heads $KVH --ffn $FFN --ctx $CTX \
@@ -107,7 +118,8 @@ for case in $CASES; do
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
     python3 - "$PORT" "$OUT/$name$(set_suffix "$set").json" "$arch" "$vocab" "$type" $EMBD $LAYERS $HEADS \
       $KVH $FFN $CTX $SEED $N_PREDICT "$(git -C "$BUNDLE" log -1 --format=%h 2>/dev/null || echo unknown)" \
-      $STRENGTH $TIED "$HEAD_DIM:$SLIDING:$PATTERN:$ROPE_BASE" "$(set_selections "$set")" "${ADAPTERS[@]}" <<'PY'
+      $STRENGTH $TIED "$HEAD_DIM:$SLIDING:$PATTERN:$ROPE_BASE" "$MORE" "$(set_selections "$set")" \
+      "${ADAPTERS[@]}" <<'PY'
 import json, sys, urllib.request
 port, path, arch, vocab, wtype = sys.argv[1:6]
 embd, layers, heads, kv_heads, ffn, ctx, seed, n_predict = map(int, sys.argv[6:14])
@@ -115,12 +127,13 @@ build = sys.argv[14]
 strength = float(sys.argv[15])
 tied = int(sys.argv[16])
 head_dim, sliding, pattern, rope_base = map(int, sys.argv[17].split(":"))
+more = json.loads(sys.argv[18])  # the family's own shape fields, as parity_test.cpp reads them
 # graft's spec -> {adapter id: llama-server scale}
 selections = {}
-for item in sys.argv[18].split():
+for item in sys.argv[19].split():
     spec, chosen = item.split("=")
     selections[spec] = {c.split("@")[0]: float(c.split("@")[1]) for c in chosen.split(",") if c}
-specs = [s.split(":") for s in sys.argv[19:]]  # id, rank, alpha, seed, targets, dtype; loaded in this order
+specs = [s.split(":") for s in sys.argv[20:]]  # id, rank, alpha, seed, targets, dtype; loaded in this order
 ids = [s[0] for s in specs]
 
 def post(endpoint, body):
@@ -164,6 +177,7 @@ if rope_base != 10000:
 if sliding:
     golden["model"]["sliding_window"] = sliding
     golden["model"]["sliding_window_pattern"] = pattern
+golden["model"].update(more)
 with open(path, "w") as f:
     json.dump(golden, f, indent=1)
     f.write("\n")

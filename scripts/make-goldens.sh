@@ -43,6 +43,11 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # of layers 3 and 4 with twice the FFN width, 32-wide per-layer inputs,
 # partial rope on the global layers (base 1e6), a final logit softcap of 30.
 # Its own output matrix, as for gemma3.
+# For sliding-window models llama-server reads a prompt in batches that end 4
+# (and 4 + n_ubatch) tokens before its end, to checkpoint its cache there; the
+# parity test reads them in the same batches (server_prompt_batches_with_windows
+# in tests/engine/generate.h), since the batches decide which of ggml's
+# flash-attention kernels a row takes.
 # minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and
 # logit scalings (make-test-model's defaults: scale_emb 12, scale_depth 1.4,
 # dim_model_base 64).

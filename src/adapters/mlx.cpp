@@ -25,8 +25,13 @@ struct MlxTensorName {
 };
 
 Result<MlxTensorName> parse_tensor_name(const std::string& name, const std::string& where) {
-  const auto parts = split_layer_tensor_name(name);
-  // layers . N . block . module . lora_a|lora_b
+  auto parts = split_layer_tensor_name(name);
+  // layers . N . block . module . lora_a|lora_b, or layers . N . module .
+  // lora_a|lora_b for a module on the layer itself (gemma4's per-layer inputs)
+  if (parts && !parts->tail.empty()) {
+    const auto on_layer = target_from_peft_name(parts->tail[0]);
+    if (on_layer && peft_block_name(*on_layer).empty()) parts->tail.insert(parts->tail.begin(), "");
+  }
   if (!parts || parts->tail.size() != 3) {
     if (name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos) {
       return errorf("invalid_adapter",
@@ -53,7 +58,7 @@ Result<MlxTensorName> parse_tensor_name(const std::string& name, const std::stri
   }
   auto target = projection_target(block, module, name, where);
   if (!target) return target.error();
-  return MlxTensorName{parts->layer, *target, side == "lora_b", block + "." + module};
+  return MlxTensorName{parts->layer, *target, side == "lora_b", peft_module_path(*target)};
 }
 
 struct MlxScan {
@@ -233,8 +238,8 @@ Result<LoraAdapter> read_mlx(const fs::path& dir) {
 }
 
 std::string mlx_tensor_name(int layer, LoraTarget target, bool lora_b) {
-  return "model.layers." + std::to_string(layer) + "." + std::string(peft_block_name(target)) + "." +
-         std::string(peft_target_name(target)) + (lora_b ? ".lora_b" : ".lora_a");
+  return "model.layers." + std::to_string(layer) + "." + peft_module_path(target) +
+         (lora_b ? ".lora_b" : ".lora_a");
 }
 
 Status write_mlx(const fs::path& dir, const LoraAdapter& adapter, SafetensorsDtype dtype) {
@@ -273,7 +278,7 @@ Status write_mlx(const fs::path& dir, const LoraAdapter& adapter, SafetensorsDty
                                 transpose(p.a.floats(), rank, n_in), dtype));
     GRAFT_TRY_STATUS(writer.add(mlx_tensor_name(p.layer, p.target, true), {rank, n_out},
                                 transpose(p.b.floats(), n_out, rank), dtype));
-    keys.insert(std::string(peft_block_name(p.target)) + "." + std::string(peft_target_name(p.target)));
+    keys.insert(peft_module_path(p.target));
   }
   config.keys = std::vector<std::string>(keys.begin(), keys.end());
   GRAFT_TRY_STATUS(writer.write((dir / kMlxWeightsFile).string()));

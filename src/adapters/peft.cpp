@@ -34,8 +34,14 @@ Result<PeftTensorName> parse_tensor_name(const std::string& name, const std::str
                   "q/k/v/o/gate/up/down projections of decoder layers)",
                   where, name);
   }
-  // layers . N . block . module . lora_X [. adapter_name] . weight
-  const auto parts = split_layer_tensor_name(name);
+  // layers . N . block . module . lora_X [. adapter_name] . weight, or
+  // layers . N . module . lora_X [. adapter_name] . weight for a module on
+  // the layer itself (gemma4's per-layer-input projections).
+  auto parts = split_layer_tensor_name(name);
+  if (parts && !parts->tail.empty()) {
+    const auto on_layer = target_from_peft_name(parts->tail[0]);
+    if (on_layer && peft_block_name(*on_layer).empty()) parts->tail.insert(parts->tail.begin(), "");
+  }
   if (!parts || parts->tail.size() < 4 || parts->tail.size() > 5 || parts->tail.back() != "weight") {
     return errorf("invalid_adapter",
                   "{}: tensor '{}' is not a LoRA weight of a decoder layer projection (expected names like "
@@ -235,19 +241,24 @@ Result<LoraTarget> projection_target(const std::string& block, const std::string
     return errorf(
         "invalid_adapter",
         "{}: tensor '{}': unknown module '{}' (graft adapts q_proj, k_proj, v_proj, o_proj, gate_proj, "
-        "up_proj and down_proj, and qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj)",
+        "up_proj and down_proj, qwen35's in_proj_qkv, in_proj_z, in_proj_a, in_proj_b and out_proj, and "
+        "gemma4's per_layer_input_gate and per_layer_projection)",
         where, name, module);
   }
   if (block != peft_block_name(*target)) {
+    if (peft_block_name(*target).empty()) {
+      return errorf("invalid_adapter",
+                    "{}: tensor '{}': module '{}' belongs on the layer itself, not in '{}'", where, name,
+                    module, block);
+    }
     return errorf("invalid_adapter", "{}: tensor '{}': module '{}' belongs in '{}', not '{}'", where, name,
-                  module, peft_block_name(*target), block);
+                  module, peft_block_name(*target), block.empty() ? "the layer itself" : block);
   }
   return *target;
 }
 
 std::string peft_tensor_name(int layer, LoraTarget target, bool lora_b) {
-  return "base_model.model.model.layers." + std::to_string(layer) + "." +
-         std::string(peft_block_name(target)) + "." + std::string(peft_target_name(target)) +
+  return "base_model.model.model.layers." + std::to_string(layer) + "." + peft_module_path(target) +
          (lora_b ? ".lora_B.weight" : ".lora_A.weight");
 }
 

@@ -28,6 +28,9 @@ constexpr TargetNames kNames[] = {
     {LoraTarget::ssm_alpha, "ssm_alpha", "in_proj_a", "linear_attn", "alpha"},
     {LoraTarget::ssm_beta, "ssm_beta", "in_proj_b", "linear_attn", "beta"},
     {LoraTarget::ssm_out, "ssm_out", "out_proj", "linear_attn", "out"},
+    // gemma4's per-layer inputs, as Hugging Face's Gemma 4 (and Gemma 3n) names them.
+    {LoraTarget::per_layer_gate, "inp_gate", "per_layer_input_gate", "", "pl_gate"},
+    {LoraTarget::per_layer_proj, "proj", "per_layer_projection", "", "pl_proj"},
 };
 
 const TargetNames& names(LoraTarget target) {
@@ -47,6 +50,11 @@ std::string_view peft_target_name(LoraTarget target) {
 }
 std::string_view peft_block_name(LoraTarget target) {
   return names(target).block;
+}
+
+std::string peft_module_path(LoraTarget target) {
+  const TargetNames& n = names(target);
+  return n.block.empty() ? std::string(n.peft) : std::string(n.block) + "." + std::string(n.peft);
 }
 
 std::optional<LoraTarget> target_from_gguf_name(std::string_view name) {
@@ -88,8 +96,8 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
     if (!target) {
       return errorf(
           "invalid_argument",
-          "unknown target '{}' (q, k, v, o, gate, up, down, qkv, z, alpha, beta, out, or all, attn, "
-          "mlp)",
+          "unknown target '{}' (q, k, v, o, gate, up, down, qkv, z, alpha, beta, out, pl_gate, pl_proj, "
+          "or all, attn, mlp)",
           name);
     }
     out.push_back(*target);
@@ -100,7 +108,7 @@ Result<std::vector<LoraTarget>> parse_target_list(std::string_view text) {
 
 bool lora_architecture_supported(std::string_view arch) {
   return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen35" || arch == "gemma3" ||
-         arch == "minicpm";
+         arch == "gemma4" || arch == "minicpm";
 }
 
 std::string base_tensor_name(int layer, LoraTarget target) {

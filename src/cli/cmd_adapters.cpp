@@ -36,9 +36,12 @@ std::string format_ranges(const std::vector<int>& values) {
 }
 
 std::string format_targets(const std::vector<LoraTarget>& targets) {
-  // "all": every projection of a llama-shaped block (7), or of qwen35's two kinds of layer (12).
-  if (targets.size() == kAllLoraTargets.size() ||
-      (targets.size() == 7 && targets.back() == LoraTarget::ffn_down)) {
+  // "all": every projection of a llama-shaped block (7), of qwen35's two
+  // kinds of layer (12), or of gemma4's layers with their per-layer inputs (9).
+  // (The targets come sorted: the first 7 are the block's when the 7th is ffn_down.)
+  const bool block = targets.size() >= 7 && targets[6] == LoraTarget::ffn_down;
+  if (block && (targets.size() == 7 || (targets.size() == 12 && targets.back() == LoraTarget::ssm_out) ||
+                (targets.size() == 9 && targets.back() == LoraTarget::per_layer_proj))) {
     return "all";
   }
   std::string out;

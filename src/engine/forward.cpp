@@ -166,9 +166,11 @@ Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_c
   std::vector<AttentionInputs::Layer> cache;
   for (int il = 0; il < c.n_layer; ++il) {
     AttentionInputs::Layer layer;
-    layer.k = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
-    layer.v = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv(), n_cells);
-    layer.k->buffer = layer.v->buffer = none.get();
+    if (c.stores_kv(il)) {  // as KvCache lays them out
+      layer.k = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv_of(il), n_cells);
+      layer.v = ggml_new_tensor_2d(cache_ctx.get(), kv_type, c.n_embd_kv_of(il), n_cells);
+      layer.k->buffer = layer.v->buffer = none.get();
+    }
     cache.push_back(layer);
   }
   // Hybrid models: one recurrent state slot, also without memory.

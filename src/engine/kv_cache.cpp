@@ -8,16 +8,23 @@
 
 namespace graft {
 
+// Each layer that stores keys and values, at its own width (gemma4's
+// sliding layers are narrower, its shared-KV layers store none).
 size_t kv_bytes_per_token(const ModelConfig& config, ggml_type type) {
-  const int n_attention = config.n_layer - config.n_recurrent_layers();
-  return 2 * size_t(n_attention) * ggml_row_size(type, config.n_embd_kv());
+  size_t n = 0;
+  for (int il = 0; il < config.n_layer; ++il) {
+    if (config.stores_kv(il)) n += 2 * ggml_row_size(type, config.n_embd_kv_of(il));
+  }
+  return n;
 }
 
 size_t sliding_kv_bytes_per_token(const ModelConfig& config, ggml_type type) {
   if (!config.has_sliding_layers()) return 0;
-  int n_local = 0;
-  for (int il = 0; il < config.n_layer; ++il) n_local += !config.is_recurrent(il) && config.is_sliding(il);
-  return 2 * size_t(n_local) * ggml_row_size(type, config.n_embd_kv());
+  size_t n = 0;
+  for (int il = 0; il < config.n_layer; ++il) {
+    if (config.stores_kv(il) && config.is_sliding(il)) n += 2 * ggml_row_size(type, config.n_embd_kv_of(il));
+  }
+  return n;
 }
 
 KvSplit split_kv_budget(const ModelConfig& config, ggml_type type, int64_t n_tokens, int n_ctx,
@@ -56,7 +63,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
                   ggml_type_name(options.type));
   }
   if (config.n_embd_kv() % ggml_blck_size(options.type) != 0 ||
-      config.head_dim % ggml_blck_size(options.type) != 0) {
+      config.head_dim % ggml_blck_size(options.type) != 0 ||
+      (config.head_dim_local > 0 && config.head_dim_local % ggml_blck_size(options.type) != 0)) {
     return errorf("invalid_argument", "KV cache type {} needs head widths that are multiples of {}",
                   ggml_type_name(options.type), ggml_blck_size(options.type));
   }
@@ -84,13 +92,15 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   cache->ctx_.reset(ggml_init(params));
   for (int il = 0; il < config.n_layer; ++il) {
     AttentionInputs::Layer layer;
-    if (config.is_recurrent(il)) {  // no KV cells: a recurrent state instead
+    // No KV cells for a recurrent layer (a recurrent state instead) nor for
+    // one that reads another layer's (gemma4's shared-KV layers).
+    if (!config.stores_kv(il)) {
       cache->layers_.push_back(layer);
       continue;
     }
     const int n = split && config.is_sliding(il) ? options.n_local_cells : options.n_cells;
-    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), n);
-    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv(), n);
+    layer.k = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv_of(il), n);
+    layer.v = ggml_new_tensor_2d(cache->ctx_.get(), options.type, config.n_embd_kv_of(il), n);
     ggml_format_name(layer.k, "cache_k.%d", il);
     ggml_format_name(layer.v, "cache_v.%d", il);
     cache->layers_.push_back(layer);

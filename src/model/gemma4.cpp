@@ -302,8 +302,9 @@ ggml_tensor* build_gemma4(GraphContext& g, const Model& model) {
     x = ggml_add(ctx, h, x);
 
     if (layer_in) {
-      ggml_tensor* gate = ggml_gelu(ctx, ggml_mul_mat(ctx, l.per_layer_gate, x));
-      h = ggml_mul_mat(ctx, l.per_layer_proj, ggml_mul(ctx, gate, layer_in));
+      ggml_tensor* gate = lora_linear(g, model, l.per_layer_gate, x, il, LoraTarget::per_layer_gate);
+      h = lora_linear(g, model, l.per_layer_proj, ggml_mul(ctx, ggml_gelu(ctx, gate), layer_in), il,
+                      LoraTarget::per_layer_proj);
       x = ggml_add(ctx, x, rms_norm(g, h, l.per_layer_post_norm, c.rms_eps));
     }
     if (l.out_scale) x = ggml_mul(ctx, x, l.out_scale);

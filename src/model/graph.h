@@ -21,6 +21,8 @@ namespace graft {
 // then each group of consecutive rows attends over its own window of cells
 // under its own mask.
 struct AttentionInputs {
+  // [n_embd_kv_of(layer), cells]; null for a layer that stores no keys or
+  // values (recurrent, or reading another layer's).
   struct Layer {
     ggml_tensor* k = nullptr;
     ggml_tensor* v = nullptr;

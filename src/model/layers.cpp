@@ -151,12 +151,10 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
     ggml_tensor* k_rows = ggml_view_2d(ctx, k, n_embd_kv, n_rows, k->nb[2], 0);
     ggml_tensor* v_rows = ggml_view_2d(ctx, v, n_embd_kv, n_rows, v->nb[2], 0);
     ggml_tensor* store_rows = own_pool ? a.local_store_rows : a.store_rows;
-    // A layer narrower than the cache's cells (gemma4's sliding layers) fills the start of each.
-    auto cells = [&](ggml_tensor* t) {
-      return t->ne[0] == n_embd_kv ? t : ggml_view_2d(ctx, t, n_embd_kv, t->ne[1], t->nb[1], 0);
-    };
-    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.k), k_rows, store_rows));
-    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cells(cache.v), v_rows, store_rows));
+    // Each layer's cache is as wide as its keys (gemma4's sliding layers are narrower).
+    GGML_ASSERT(cache.k->ne[0] == n_embd_kv && cache.v->ne[0] == n_embd_kv);
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.k, k_rows, store_rows));
+    ggml_build_forward_expand(g.graph, ggml_set_rows(ctx, cache.v, v_rows, store_rows));
   }
 
   // Each group of rows over its own window of cells; the outputs are

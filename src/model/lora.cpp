@@ -35,6 +35,10 @@ const char* lora_target_name(LoraTarget target) {
       return "ssm_beta";
     case LoraTarget::ssm_out:
       return "ssm_out";
+    case LoraTarget::per_layer_gate:
+      return "inp_gate";
+    case LoraTarget::per_layer_proj:
+      return "proj";
   }
   return "?";
 }
@@ -51,6 +55,9 @@ bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target)
     case LoraTarget::ssm_beta:
     case LoraTarget::ssm_out:
       return config.is_recurrent(layer);
+    case LoraTarget::per_layer_gate:
+    case LoraTarget::per_layer_proj:
+      return config.n_embd_per_layer > 0;
     case LoraTarget::attn_k:
     case LoraTarget::attn_v:
       return !config.is_recurrent(layer) && config.kv_layer_of(layer) == layer;
@@ -67,6 +74,8 @@ int lora_n_in(const ModelConfig& config, int layer, LoraTarget target) {
       return config.n_ff_of(layer);
     case LoraTarget::ssm_out:
       return config.ssm.inner;
+    case LoraTarget::per_layer_proj:
+      return config.n_embd_per_layer;
     default:
       return config.n_embd;
   }
@@ -89,6 +98,8 @@ int lora_n_out(const ModelConfig& config, int layer, LoraTarget target) {
     case LoraTarget::ssm_alpha:
     case LoraTarget::ssm_beta:
       return config.ssm.n_v_heads;
+    case LoraTarget::per_layer_gate:
+      return config.n_embd_per_layer;
     default:
       return config.n_embd;
   }

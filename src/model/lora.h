@@ -26,7 +26,9 @@ namespace graft {
 struct ModelConfig;
 class LoraStacks;
 
-// The last five are the projections of qwen35's linear-attention layers.
+// attn_qkv .. ssm_out are the projections of qwen35's linear-attention
+// layers; per_layer_gate and per_layer_proj those of gemma4's per-layer
+// inputs (each layer's gate onto its slice, and the slice back up).
 enum class LoraTarget {
   attn_q,
   attn_k,
@@ -40,13 +42,15 @@ enum class LoraTarget {
   ssm_alpha,
   ssm_beta,
   ssm_out,
+  per_layer_gate,
+  per_layer_proj,
 };
-constexpr int kLoraTargetCount = 12;
+constexpr int kLoraTargetCount = 14;
 // "attn_q", "ffn_down", ... (the GGUF tensor name stems).
 const char* lora_target_name(LoraTarget target);
 // Whether the model's layer has this projection (a qwen35 layer has either
 // the attention or the linear-attention ones; gemma4's shared-KV layers have
-// no k or v projections).
+// no k or v projections, and only gemma4 has per-layer-input projections).
 bool lora_target_exists(const ModelConfig& config, int layer, LoraTarget target);
 // Columns (n_in) and rows (n_out) of the layer's weight that the target
 // adapts (gemma4's layers differ in head and FFN widths).

@@ -109,6 +109,11 @@ struct ModelConfig {
   int n_ff_of(int layer) const { return layer < int(n_ff_layers.size()) ? n_ff_layers[size_t(layer)] : n_ff; }
   // The layer whose KV cache `layer` attends over (itself unless shared).
   int kv_layer_of(int layer) const;
+  // Whether `layer` stores keys and values of its own in the KV cache: an
+  // attention layer that shares no earlier layer's.
+  bool stores_kv(int layer) const { return !is_recurrent(layer) && kv_layer_of(layer) == layer; }
+  // The width of one position's keys (or values) in `layer`'s cache.
+  int n_embd_kv_of(int layer) const { return n_head_kv * head_dim_of(layer); }
   bool has_recurrent_layers() const;
   int n_recurrent_layers() const;
 };

@@ -61,7 +61,8 @@ TEST(Targets, NamesMapBothWays) {
 }
 
 TEST(Targets, ListsParseGroupsAndNames) {
-  EXPECT_EQ(parse_target_list("all")->size(), 12u);  // with qwen35's five linear-attention projections
+  // With qwen35's five linear-attention projections and gemma4's two per-layer-input ones.
+  EXPECT_EQ(parse_target_list("all")->size(), 14u);
   EXPECT_EQ(*parse_target_list("attn"),
             (std::vector<LoraTarget>{LoraTarget::attn_q, LoraTarget::attn_k, LoraTarget::attn_v,
                                      LoraTarget::attn_output, LoraTarget::attn_qkv, LoraTarget::attn_gate,
@@ -206,6 +207,31 @@ TEST(Peft, TensorNameVariantsAreAccepted) {
   EXPECT_EQ(d->modules[0].n_out, 64);
 }
 
+TEST(Peft, PerLayerInputProjectionsSitOnTheLayerItself) {
+  // Gemma 4's per-layer-input projections, as PEFT names them on
+  // Gemma4ForConditionalGeneration (the text model under language_model), with
+  // and without an adapter name.
+  const std::string p = "base_model.model.model.language_model.layers.2.";
+  const fs::path dir =
+      peft_with_tensors("peft-per-layer", {{p + "per_layer_input_gate.lora_A.weight", {2, 128}},
+                                           {p + "per_layer_input_gate.lora_B.weight", {16, 2}},
+                                           {p + "per_layer_projection.lora_A.default.weight", {2, 16}},
+                                           {p + "per_layer_projection.lora_B.default.weight", {128, 2}}});
+  auto d = describe_peft(dir);
+  ASSERT_TRUE(d.ok()) << error_of(d);
+  ASSERT_EQ(d->modules.size(), 2u);
+  EXPECT_EQ(d->modules[0].layer, 2);
+  EXPECT_EQ(d->modules[0].target, LoraTarget::per_layer_gate);
+  EXPECT_EQ(d->modules[0].n_in, 128);
+  EXPECT_EQ(d->modules[0].n_out, 16);
+  EXPECT_EQ(d->modules[1].target, LoraTarget::per_layer_proj);
+  EXPECT_EQ(d->modules[1].n_in, 16);
+  EXPECT_EQ(d->modules[1].n_out, 128);
+  EXPECT_EQ(peft_tensor_name(2, LoraTarget::per_layer_gate, false),
+            "base_model.model.model.layers.2.per_layer_input_gate.lora_A.weight");
+  EXPECT_EQ(base_tensor_name(2, LoraTarget::per_layer_proj), "blk.2.proj.weight");
+}
+
 TEST(Peft, BadTensorsAreRejectedWithTheReason) {
   const std::string q = "base_model.model.model.layers.0.self_attn.q_proj.";
   struct Case {
@@ -220,6 +246,12 @@ TEST(Peft, BadTensorsAreRejectedWithTheReason) {
       {"lm-head", {{"base_model.model.lm_head.lora_A.weight", {2, 8}}}, "embedding or output"},
       {"dora", {{q + "lora_magnitude_vector", {8}}}, "DoRA"},
       {"wrong-block", {{"base_model.model.model.layers.0.mlp.q_proj.lora_A.weight", {2, 8}}}, "belongs in"},
+      {"per-layer-in-a-block",
+       {{"base_model.model.model.layers.0.mlp.per_layer_projection.lora_A.weight", {2, 8}}},
+       "belongs on the layer itself"},
+      {"projection-on-the-layer",
+       {{"base_model.model.model.layers.0.q_proj.lora_A.weight", {2, 8}}},
+       "not a LoRA weight"},
       {"only-a", {{q + "lora_A.weight", {2, 128}}}, "no lora_B"},
       {"rank-mismatch", {{q + "lora_A.weight", {2, 128}}, {q + "lora_B.weight", {128, 3}}}, "rank"},
       {"three-d", {{q + "lora_A.weight", {2, 128, 1}}, {q + "lora_B.weight", {128, 2}}}, "3 dimensions"},

@@ -519,5 +519,56 @@ TEST(KvCacheWindows, GemmaGeneratesAsWithOnePool) {
   EXPECT_EQ(both, want0);
 }
 
+// Gemma 4's shared-KV layers attend over their source layer's cells and
+// store nothing of their own, and its sliding layers' keys and values are as
+// narrow as their heads: the cache holds what the layers store, no more.
+TEST(KvCacheWindows, Gemma4HoldsOnlyTheKeysItsLayersStore) {
+  // 6 layers: 0 and 1 local (heads 32 wide), 2 global (64), 3..5 sharing
+  // those of 1 and 2; one key/value head.
+  auto model = Model::load(testing::test_model_path(testing::tiny_gemma4_spec()));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  ASSERT_EQ(c.n_layer, 6);
+  ASSERT_EQ(c.kv_shared_from, 3);
+  // K and V, 2 bytes a value in F16.
+  const size_t f16 = 2;
+  EXPECT_EQ(kv_bytes_per_token(c, GGML_TYPE_F16), 2 * f16 * (32 + 32 + 64));
+  EXPECT_EQ(sliding_kv_bytes_per_token(c, GGML_TYPE_F16), 2 * f16 * (32 + 32));
+  EXPECT_EQ(kv_bytes_per_token(c, GGML_TYPE_Q8_0), 2u * (34 + 34 + 2 * 34));
+
+  KvCacheOptions o;
+  o.n_cells = 256;
+  o.n_seq_max = 2;
+  auto one = KvCache::create(c, o);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)->bytes_per_token(), kv_bytes_per_token(c, GGML_TYPE_F16));
+  EXPECT_EQ((*one)->bytes_total(), 256 * kv_bytes_per_token(c, GGML_TYPE_F16));
+  const auto layers = (*one)->layer_tensors();
+  for (int il = 0; il < c.n_layer; ++il) {
+    EXPECT_EQ(layers[size_t(il)].k != nullptr, il < 3) << "layer " << il;
+    if (layers[size_t(il)].k) {
+      EXPECT_EQ(layers[size_t(il)].k->ne[0], il == 2 ? 64 : 32) << "layer " << il;
+    }
+  }
+
+  o.n_local_cells = 64;
+  auto split = KvCache::create(c, o);
+  ASSERT_TRUE(split.ok());
+  EXPECT_EQ((*split)->bytes_per_token(), 2 * f16 * 64);
+  EXPECT_EQ((*split)->local_bytes_per_cell(), 2 * f16 * (32 + 32));
+  EXPECT_EQ((*split)->bytes_total(), 256 * 2 * f16 * 64 + 64 * 2 * f16 * (32 + 32));
+}
+
+// The same model generates the same with one pool as with a local one.
+TEST(KvCacheWindows, Gemma4GeneratesAsWithOnePool) {
+  const std::string model = testing::test_model_path(testing::tiny_gemma4_spec());
+  const std::vector<TokenId> prompt = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203};
+  auto one = testing::open_engine(model, 512, 2, 2, GGML_TYPE_F16, 0);
+  ASSERT_TRUE(one.forward);
+  auto split = testing::open_engine(model, 512, 2, 2, GGML_TYPE_F16, 2 * 7 + 16);
+  ASSERT_TRUE(split.forward);
+  EXPECT_EQ(testing::greedy(split, prompt, 24), testing::greedy(one, prompt, 24));
+}
+
 }  // namespace
 }  // namespace graft

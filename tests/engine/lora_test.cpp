@@ -230,7 +230,8 @@ TEST(Lora, MixedBatchOnAHybridModel) {
 }
 
 // gemma4: projections of two widths (local and global heads, normal and
-// double-wide FFNs), and no k or v ones in the shared-KV layers.
+// double-wide FFNs), no k or v ones in the shared-KV layers, and the
+// per-layer-input gate and projection of every layer.
 TEST(Lora, MixedBatchOnGemma4) {
   expect_mixed_batch_gives_each_row_what_it_gets_alone(testing::tiny_gemma4_spec("llama-bpe", "f16"));
 }

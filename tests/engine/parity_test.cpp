@@ -66,7 +66,11 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
     const std::vector<TokenId> prompt = c.at("prompt");
     const std::vector<TokenId> want = c.at("output");
     e.cache->clear();
-    const std::vector<TokenId> got = testing::greedy(e, prompt, int(want.size()), 0, nullptr, {}, chunk);
+    const std::vector<TokenId> got =
+        spec.sliding_window > 0
+            ? testing::greedy_in_batches(
+                  e, prompt, testing::server_prompt_batches_with_windows(prompt.size()), int(want.size()))
+            : testing::greedy(e, prompt, int(want.size()), 0, nullptr, {}, chunk);
     size_t first_diff = 0;
     while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff])
       ++first_diff;
@@ -79,14 +83,17 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
 
 // Without goldens for this CPU's kind the suite above has no cases; this
 // says so instead of passing. With an F16 KV cache, both kinds: llama, qwen3,
-// qwen35, gemma3 and minicpm in F16, Q8_0 and Q4_0; avx2 also gemma4 in F16
-// and Q4_0 (its Q8_0 model differs from llama.cpp on one prompt, at token 2
-// of the long one, not yet understood). With quantized KV caches (files named
-// -kv-<type>, recorded with make-goldens.sh KV_TYPE=): 9 on each kind (a Q8_0
-// cache for each family's Q4_0 model and llama F16, a Q4_0 cache for llama
-// and qwen3 Q8_0).
+// qwen35, gemma3 and minicpm in F16, Q8_0 and Q4_0; avx512 also gemma4 in F16,
+// Q8_0 and Q4_0, avx2 gemma4 in F16 and Q4_0 (its Q8_0 model differed there
+// at token 2 of the long prompt, as it did on avx512 until the test read
+// prompts in llama-server's batches, server_prompt_batches_with_windows: read
+// whole, the long prompt's last 4 rows took another flash-attention kernel
+// than llama.cpp's; not yet recorded again on an AVX2 machine). With
+// quantized KV caches (files named -kv-<type>, recorded with make-goldens.sh
+// KV_TYPE=): 9 on each kind (a Q8_0 cache for each family's Q4_0 model and
+// llama F16, a Q4_0 cache for llama and qwen3 Q8_0).
 TEST(Goldens, RecordedForThisCpuKind) {
-  const std::map<std::string, std::pair<size_t, size_t>> expected = {{"avx2", {17, 9}}, {"avx512", {15, 9}}};
+  const std::map<std::string, std::pair<size_t, size_t>> expected = {{"avx2", {17, 9}}, {"avx512", {18, 9}}};
   size_t plain = 0, quantized_kv = 0;
   for (const std::string& file : golden_files()) {
     (file.find("-kv-") == std::string::npos ? plain : quantized_kv) += 1;

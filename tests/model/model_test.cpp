@@ -72,9 +72,10 @@ TEST(ModelLoad, Gemma4ReadsItsLayerKindsSharedKvAndPerLayerInputs) {
   EXPECT_EQ(c.rope.mode, GGML_ROPE_TYPE_NEOX);
   EXPECT_EQ(c.sliding_window, 8);
   EXPECT_EQ(c.sliding, (std::vector<bool>{true, true, false, true, true, false}));
-  EXPECT_EQ(c.head_dim_of(0), 32);  // local heads
-  EXPECT_EQ(c.head_dim_of(2), 64);  // global heads
-  EXPECT_EQ(c.n_embd_kv(), 64);     // cache cells fit the widest layer
+  EXPECT_EQ(c.head_dim_of(0), 32);   // local heads
+  EXPECT_EQ(c.head_dim_of(2), 64);   // global heads
+  EXPECT_EQ(c.n_embd_kv(), 64);      // the global layers' keys
+  EXPECT_EQ(c.n_embd_kv_of(0), 32);  // each layer's cache is as wide as its keys
   EXPECT_EQ(c.rope_local.n_rot, 32);
   EXPECT_FLOAT_EQ(c.rope.freq_base, 1000000.0f);
   EXPECT_FLOAT_EQ(c.rope_local.freq_base, 10000.0f);
@@ -86,6 +87,8 @@ TEST(ModelLoad, Gemma4ReadsItsLayerKindsSharedKvAndPerLayerInputs) {
   EXPECT_EQ(c.kv_layer_of(3), 1);
   EXPECT_EQ(c.kv_layer_of(4), 1);
   EXPECT_EQ(c.kv_layer_of(5), 2);
+  EXPECT_TRUE(c.stores_kv(2));
+  EXPECT_FALSE(c.stores_kv(3));  // no cells of its own
   EXPECT_EQ(w.layers[3].wk, nullptr);
   EXPECT_EQ(c.n_ff_of(2), 256);
   EXPECT_EQ(c.n_ff_of(3), 512);  // double-wide FFN in the shared-KV layers
