@@ -45,7 +45,7 @@ EMBD=256 HEADS=4 KV_HEADS=2 FFN=512 CTX=1024 SEED=42
 # Its own output matrix, as for gemma3.
 # For sliding-window models llama-server reads a prompt in batches that end 4
 # (and 4 + n_ubatch) tokens before its end, to checkpoint its cache there; the
-# parity test reads them in the same batches (server_prompt_batches_with_windows
+# parity test reads them in the same batches (server_prompt_batches
 # in tests/engine/generate.h), since the batches decide which of ggml's
 # flash-attention kernels a row takes.
 # minicpm: 4 layers (untied, as for gemma3), with MiniCPM's embedding, residual and

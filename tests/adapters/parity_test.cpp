@@ -123,9 +123,7 @@ TEST_P(AdapterParity, GreedyTokensMatchLlamaCppForBothForms) {
       ASSERT_TRUE(lease.ok()) << error_of(lease);
       e.cache->clear();
       // Sliding-window models: the prompt in llama-server's batches, as in tests/engine/parity_test.cpp.
-      const std::vector<int> batches = spec.sliding_window > 0
-                                           ? testing::server_prompt_batches_with_windows(prompt.size())
-                                           : std::vector<int>{};
+      const std::vector<int> batches = testing::server_prompt_batches(*e.model, prompt.size());
       const std::vector<TokenId> got =
           testing::greedy_in_batches(e, prompt, batches, int(want.size()), 0, nullptr, lease->route());
       size_t first_diff = 0;

@@ -94,16 +94,17 @@ inline std::vector<TokenId> greedy(Engine& e, const std::vector<TokenId>& prompt
   return greedy_in_batches(e, prompt, batches, n, seq, logits, route);
 }
 
-// The batches llama-server reads a prompt of n tokens in, for a model with
-// sliding-window layers: to checkpoint its cache (whose windows cannot be
-// rolled back) it ends a batch 4 + 512 (its n_ubatch) tokens and 4 tokens
-// before the prompt's end. The batches matter to the last bits: ggml's CPU
+// The batches llama-server reads a prompt of n tokens in: one, except for a
+// model with sliding-window layers: to checkpoint its cache (whose windows
+// cannot be rolled back) it ends a batch 4 + 512 (its n_ubatch) tokens and 4
+// tokens before the prompt's end. The batches matter to the last bits: ggml's CPU
 // flash attention takes rows of a batch of 64 or more through its tiled
 // kernel (values summed in F32) and those of a smaller one row by row (in F16
 // for an F16 cache), and a one-row product goes through vec_dot rather than
 // tinyBLAS; through Q8_0 activations that can change a greedy token.
-inline std::vector<int> server_prompt_batches_with_windows(size_t n) {
+inline std::vector<int> server_prompt_batches(const Model& model, size_t n) {
   std::vector<int> batches;
+  if (!model.config().has_sliding_layers()) return batches;
   size_t done = 0;
   for (size_t before_end : {size_t(4 + 512), size_t(4)}) {
     if (n > before_end && n - before_end > done) {

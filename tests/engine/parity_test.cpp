@@ -67,9 +67,9 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
     const std::vector<TokenId> want = c.at("output");
     e.cache->clear();
     const std::vector<TokenId> got =
-        spec.sliding_window > 0
-            ? testing::greedy_in_batches(
-                  e, prompt, testing::server_prompt_batches_with_windows(prompt.size()), int(want.size()))
+        e.model->config().has_sliding_layers()
+            ? testing::greedy_in_batches(e, prompt, testing::server_prompt_batches(*e.model, prompt.size()),
+                                         int(want.size()))
             : testing::greedy(e, prompt, int(want.size()), 0, nullptr, {}, chunk);
     size_t first_diff = 0;
     while (first_diff < want.size() && first_diff < got.size() && want[first_diff] == got[first_diff])
@@ -86,7 +86,7 @@ TEST_P(Parity, GreedyTokensMatchLlamaCpp) {
 // qwen35, gemma3 and minicpm in F16, Q8_0 and Q4_0; avx512 also gemma4 in F16,
 // Q8_0 and Q4_0, avx2 gemma4 in F16 and Q4_0 (its Q8_0 model differed there
 // at token 2 of the long prompt, as it did on avx512 until the test read
-// prompts in llama-server's batches, server_prompt_batches_with_windows: read
+// prompts in llama-server's batches, server_prompt_batches: read
 // whole, the long prompt's last 4 rows took another flash-attention kernel
 // than llama.cpp's; not yet recorded again on an AVX2 machine). With
 // quantized KV caches (files named -kv-<type>, recorded with make-goldens.sh
