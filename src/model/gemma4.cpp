@@ -216,7 +216,7 @@ ggml_tensor* per_layer_inputs(GraphContext& g, const Model& model, ggml_tensor* 
   ggml_tensor* tok = ggml_get_rows(ctx, w.per_layer_tok_embd, g.tokens);
   tok = ggml_reshape_3d(ctx, tok, n_pl, c.n_layer, g.n_rows);
   tok = ggml_scale(ctx, tok, std::sqrt(float(n_pl)));
-  ggml_tensor* proj = ggml_mul_mat(ctx, w.per_layer_model_proj, x0);
+  ggml_tensor* proj = mul_mat(g, w.per_layer_model_proj, x0);
   proj = ggml_scale(ctx, proj, 1.0f / std::sqrt(float(c.n_embd)));
   proj = ggml_reshape_3d(ctx, proj, n_pl, c.n_layer, g.n_rows);
   proj = rms_norm(g, proj, w.per_layer_proj_norm, c.rms_eps);

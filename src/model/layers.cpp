@@ -35,16 +35,16 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
                        /*beta_slow=*/1.0f);
 }
 
-namespace {
-
-// w x: through q4_rows when w suits it (the result is ggml's to the bit),
-// through ggml otherwise (always in training graphs: q4_rows has no backward).
+// Through q4_rows when w suits it (the result is ggml's to the bit), through
+// ggml otherwise (always in training graphs: q4_rows has no backward).
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
   if (g.training || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
   return q4_rows_mul_mat(g.ctx, w, it->second);
 }
+
+namespace {
 
 // y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
 // [n_in, n_rows] and y [n_out, n_rows]: the A products through the stacks of

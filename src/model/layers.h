@@ -33,6 +33,10 @@ ggml_tensor* rms_norm(GraphContext& g, ggml_tensor* x, ggml_tensor* weight, floa
 // Rotary embedding of x [head_dim, n_heads, n_rows] at the batch positions.
 ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& rope, ggml_tensor* freq_factors);
 
+// w x for a weight no adapter targets, as every weight product of the
+// graph runs (graft's own kernel where it has one for w, ggml's otherwise).
+ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x);
+
 // A linear layer W x (+ bias), plus the LoRA deltas of each row's adapters
 // for this (layer, target) when the batch routes any row to one.
 ggml_tensor* lora_linear(GraphContext& g, const Model& model, ggml_tensor* w, ggml_tensor* x, int layer,
