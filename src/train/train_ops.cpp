@@ -60,6 +60,12 @@ void dropout_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 
 }  // namespace
 
+void insert_node(ggml_cgraph* graph, int index, ggml_tensor* node) {
+  ggml_graph_add_node(graph, node);
+  ggml_tensor** nodes = ggml_graph_nodes(graph);
+  std::rotate(nodes + index, nodes + ggml_graph_n_nodes(graph) - 1, nodes + ggml_graph_n_nodes(graph));
+}
+
 void replace_node_op(ggml_tensor* node, const ggml_tensor* op) {
   node->op = op->op;
   std::memcpy(node->op_params, op->op_params, sizeof(node->op_params));

@@ -72,6 +72,10 @@ bool frozen_dx_supported(const ggml_tensor* w);
 // node, take the replacement.
 void replace_node_op(ggml_tensor* node, const ggml_tensor* op);
 
+// Puts `node` into `graph`'s order at `index` (the nodes from there on move
+// one later).
+void insert_node(ggml_cgraph* graph, int index, ggml_tensor* node);
+
 // Replaces each out_prod node of `graph` whose first source is a frozen
 // weight (a leaf that is not a parameter or an input) with frozen_dx (the
 // int8 product where `transposes` holds the weight's copy). Returns how many
