@@ -365,13 +365,7 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes*
     if (!frozen) continue;
     if (!frozen_dx_supported(w) || node->src[1]->type != GGML_TYPE_F32) continue;
     if (node->ne[2] != 1 || node->ne[3] != 1) continue;
-    const ggml_tensor* op = frozen_dx(ctx, w, node->src[1], transposes);
-    // int8_dx's quantized dy, a node of its own, goes just before.
-    if (op->op == GGML_OP_CUSTOM && op->src[1] && op->src[1]->op == GGML_OP_CUSTOM) {
-      insert_node(graph, i, op->src[1]);
-      ++i;
-    }
-    replace_node_op(node, op);
+    replace_node_op(node, frozen_dx(ctx, w, node->src[1], transposes));
     ++replaced;
   }
   return replaced;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <ggml-cpu.h>
 
@@ -31,18 +32,13 @@ static_assert(sizeof(DyBlock) == 40 && sizeof(DyBlock) % sizeof(int32_t) == 0);
 
 #define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
 
-// dy's blocks in dst[b * n_rows + r], each thread a share. Rounds as ggml's
-// Q8_0 quantization of an activation does: scale max|x| / 127 kept as F16,
-// x * 127 / max|x| rounded to nearest even.
-GRAFT_VNNI512 void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
-  const ggml_tensor* dy = dst->src[0];
+// dy's blocks in out[b * n_rows + r]. Rounds as ggml's Q8_0 quantization of
+// an activation does: scale max|x| / 127 kept as F16, x * 127 / max|x|
+// rounded to nearest even.
+GRAFT_VNNI512 void quantize_dy(const ggml_tensor* dy, DyBlock* out) {
   const int64_t n_rows = dy->ne[1];
   const int64_t nb = dy->ne[0] / kBlock;
-  const int64_t total = nb * n_rows;
-  const int64_t i0 = total * ith / nth;
-  const int64_t i1 = total * (ith + 1) / nth;
-  auto* out = static_cast<DyBlock*>(dst->data);
-  for (int64_t i = i0; i < i1; ++i) {
+  for (int64_t i = 0; i < nb * n_rows; ++i) {
     const int64_t b = i / n_rows;
     const int64_t r = i % n_rows;
     const float* src =
@@ -91,21 +87,27 @@ constexpr std::array<TileFn, sizeof...(I)> tile_table(std::index_sequence<I...>)
 }
 constexpr auto kTiles = tile_table(std::make_index_sequence<kMaxRows>{});
 
-// dst: F32 [n_in, n_rows]; src[0] = W^T (Q8x16 rows), src[1] = dy quantized.
-// Each thread a share of the 16-column strips, all rows; K in chunks, each
-// chunk's sums added to the previous ones in order, so the result does not
-// depend on the thread count.
+// dst: F32 [n_in, n_rows]; src[0] = W^T (Q8x16 rows), src[1] = dy. Each
+// thread quantizes all of dy (a few percent of the product's time; a node of
+// its own would need a place in the graph's order, which the backward's
+// rewrite does not give) and computes a share of the 16-column strips, all
+// rows; K in chunks, each chunk's sums added to the previous ones in order,
+// so the result does not depend on the thread count.
 void product_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const ggml_tensor* wt = dst->src[0];
-  const ggml_tensor* dyq = dst->src[1];
+  const ggml_tensor* dy = dst->src[1];
   const int64_t n_rows = dst->ne[1];
   const int64_t n_strips = dst->ne[0] / kColumns;
   const int64_t nb = wt->ne[0] / int64_t(sizeof(Q8x16));
   const int64_t ldd = int64_t(dst->nb[1] / sizeof(float));
   const int64_t s0 = n_strips * ith / nth;
   const int64_t s1 = n_strips * (ith + 1) / nth;
+  if (s0 == s1) return;
+  thread_local std::vector<DyBlock> quantized;
+  quantized.resize(size_t(nb * n_rows));
+  quantize_dy(dy, quantized.data());
   const auto* w = static_cast<const Q8x16*>(wt->data);
-  const auto* a = static_cast<const DyBlock*>(dyq->data);
+  const DyBlock* a = quantized.data();
   auto* out = static_cast<float*>(dst->data);
   for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
     const int64_t n_blocks = std::min(kChunkBlocks, nb - b0);
@@ -163,11 +165,7 @@ ggml_tensor* int8_dx(ggml_context* ctx, ggml_tensor* wt, ggml_tensor* dy) {
   GGML_ASSERT(dy->type == GGML_TYPE_F32 && dy->nb[0] == sizeof(float) && dy->ne[2] == 1 && dy->ne[3] == 1);
   const int64_t nb = wt->ne[0] / int64_t(sizeof(Q8x16));
   GGML_ASSERT(dy->ne[0] == nb * kBlock);
-  ggml_tensor* q_args[] = {dy};
-  ggml_tensor* dyq =
-      ggml_custom_4d(ctx, GGML_TYPE_I32, int64_t(sizeof(DyBlock) / sizeof(int32_t)) * nb * dy->ne[1], 1, 1, 1,
-                     q_args, 1, quantize_kernel, GGML_N_TASKS_MAX, nullptr);
-  ggml_tensor* args[] = {wt, dyq};
+  ggml_tensor* args[] = {wt, dy};
   return ggml_custom_4d(ctx, GGML_TYPE_F32, wt->ne[1] * kColumns, dy->ne[1], 1, 1, args, 2, product_kernel,
                         GGML_N_TASKS_MAX, nullptr);
 }

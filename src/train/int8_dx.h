@@ -37,9 +37,7 @@ ggml_tensor* new_q8x16(ggml_context* ctx, int64_t n_in, int64_t n_out);
 void set_q8x16_blocks(ggml_tensor* wt, int64_t o0, int64_t n_blocks, const void* q8_0_blocks);
 
 // dx = W^T dy: wt from new_q8x16, dy F32 [n_out, n_rows] with contiguous
-// rows. Returns F32 [n_in, n_rows]. Adds two nodes: dy quantized (typed I32
-// so that ggml's backward, which would ask for its gradient, passes it by),
-// and the product.
+// rows. Returns F32 [n_in, n_rows], one node.
 ggml_tensor* int8_dx(ggml_context* ctx, ggml_tensor* wt, ggml_tensor* dy);
 
 }  // namespace graft

@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
-#include <vector>
 
 #include "model/q4_rows.h"
 #include "train/train_ops.h"
@@ -63,14 +61,7 @@ void dropout_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 
 }  // namespace
 
-void insert_node(ggml_cgraph* graph, int index, ggml_tensor* node) {
-  ggml_graph_add_node(graph, node);
-  ggml_tensor** nodes = ggml_graph_nodes(graph);
-  std::rotate(nodes + index, nodes + ggml_graph_n_nodes(graph) - 1, nodes + ggml_graph_n_nodes(graph));
-}
-
 int use_q4_rows(ggml_context* ctx, ggml_cgraph* graph) {
-  std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;  // x and its q4_rows_quantize
   int replaced = 0;
   for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
     ggml_tensor* node = ggml_graph_node(graph, i);
@@ -81,13 +72,7 @@ int use_q4_rows(ggml_context* ctx, ggml_cgraph* graph) {
         w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
     if (!frozen || !q4_rows_supported(w)) continue;
     if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[2] != 1 || x->ne[3] != 1) continue;
-    auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
-    if (it == quantized.end()) {
-      it = quantized.insert(quantized.end(), {x, q4_rows_quantize(ctx, x)});
-      insert_node(graph, i, it->second);
-      ++i;
-    }
-    replace_node_op(node, q4_rows_mul_mat(ctx, w, it->second));
+    replace_node_op(node, q4_rows_mul_mat_f32(ctx, w, x));
     ++replaced;
   }
   return replaced;

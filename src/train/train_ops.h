@@ -72,10 +72,6 @@ bool frozen_dx_supported(const ggml_tensor* w);
 // node, take the replacement.
 void replace_node_op(ggml_tensor* node, const ggml_tensor* op);
 
-// Puts `node` into `graph`'s order at `index` (the nodes from there on move
-// one later).
-void insert_node(ggml_cgraph* graph, int index, ggml_tensor* node);
-
 // Replaces each out_prod node of `graph` whose first source is a frozen
 // weight (a leaf that is not a parameter or an input) with frozen_dx (the
 // int8 product where `transposes` holds the weight's copy). Returns how many
@@ -90,10 +86,10 @@ bool out_prod_f32_supported(const ggml_tensor* a, const ggml_tensor* b);
 ggml_tensor* out_prod_f32(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // Replaces each product of a frozen Q4_0 weight that q4_rows reads
-// (model/q4_rows.h: its result is ggml's to the bit) with q4_rows, each
-// input quantized once for all its products. The model's code builds
-// training graphs with ggml's products, whose backward ggml knows; run this
-// once the backward is built. Returns how many it replaced.
+// (model/q4_rows.h: its result is ggml's to the bit) with q4_rows. The
+// model's code builds training graphs with ggml's products, whose backward ggml knows; run this
+// once the backward is built (each product quantizes its input itself:
+// q4_rows_mul_mat_f32). Returns how many it replaced.
 int use_q4_rows(ggml_context* ctx, ggml_cgraph* graph);
 
 // Replaces each remaining F32 out_prod node of `graph` (the LoRA and
