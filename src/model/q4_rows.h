@@ -41,4 +41,9 @@ ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x);
 // [n_in, n_rows]. Returns F32 [n_out, n_rows] = w x.
 ggml_tensor* q4_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq);
 
+// The same product as one node, x F32 [n_in, n_rows] (rows contiguous):
+// each thread quantizes all of x itself (for graphs whose order is already
+// built, as the trainer's are once ggml adds the backward).
+ggml_tensor* q4_rows_mul_mat_f32(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x);
+
 }  // namespace graft

@@ -18,6 +18,7 @@
 #include <ggml-cpu.h>
 
 #include "model/cpu_repack.h"
+#include "train/int8_dx.h"
 #include "train/train_ops.h"
 
 namespace graft {
@@ -233,18 +234,29 @@ void dequantize_rows(const ggml_tensor* w, bool repacked, int64_t o0, int n_rows
 
 constexpr int kTransposeRows = 128;  // W rows per task of FrozenTransposes::build (a multiple of 32)
 
-// Q8_0 blocks [o0 / 32, (o0 + n_rows) / 32) of every row of wt = W^T.
+// Q8_0 blocks [o0 / 32, (o0 + n_rows) / 32) of every row of wt = W^T (a
+// Q8_0 tensor, or Q8x16 rows for int8_dx).
 void transpose_rows(const ggml_tensor* w, ggml_tensor* wt, int64_t o0, int n_rows, std::vector<float>& rows,
-                    std::vector<float>& column) {
+                    std::vector<float>& column, std::vector<uint8_t>& blocks) {
   const int64_t n_in = w->ne[0];
   rows.resize(size_t(n_rows) * size_t(n_in));
   column.resize(size_t(n_rows));
+  const size_t block_bytes = ggml_row_size(GGML_TYPE_Q8_0, n_rows);
+  blocks.resize(block_bytes * size_t(n_in));
   dequantize_rows(w, is_repacked(w), o0, n_rows, rows.data());
   const auto quantize = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float;
-  const size_t offset = ggml_row_size(GGML_TYPE_Q8_0, o0);
   for (int64_t i = 0; i < n_in; ++i) {
     for (int o = 0; o < n_rows; ++o) column[size_t(o)] = rows[size_t(o) * size_t(n_in) + size_t(i)];
-    quantize(column.data(), static_cast<char*>(wt->data) + i * wt->nb[1] + offset, n_rows);
+    quantize(column.data(), blocks.data() + size_t(i) * block_bytes, n_rows);
+  }
+  if (wt->type == GGML_TYPE_I8) {
+    set_q8x16_blocks(wt, o0, n_rows / 32, blocks.data());
+    return;
+  }
+  const size_t offset = ggml_row_size(GGML_TYPE_Q8_0, o0);
+  for (int64_t i = 0; i < n_in; ++i) {
+    std::memcpy(static_cast<char*>(wt->data) + i * wt->nb[1] + offset,
+                blocks.data() + size_t(i) * block_bytes, block_bytes);
   }
 }
 
@@ -272,7 +284,10 @@ void FrozenTransposes::build(const std::vector<const ggml_tensor*>& weights, int
   ctx_.reset(ggml_init(params));
   std::vector<ggml_tensor*> copies;
   for (const ggml_tensor* w : chosen) {
-    copies.push_back(ggml_new_tensor_2d(ctx_.get(), GGML_TYPE_Q8_0, w->ne[1], w->ne[0]));
+    // Graft's own layout where its int8 product runs, else Q8_0 for ggml's.
+    const bool q8x16 = int8_dx_cpu() && w->ne[0] % 16 == 0;
+    copies.push_back(q8x16 ? new_q8x16(ctx_.get(), w->ne[0], w->ne[1])
+                           : ggml_new_tensor_2d(ctx_.get(), GGML_TYPE_Q8_0, w->ne[1], w->ne[0]));
     ggml_format_name(copies.back(), "%s.t_q8", w->name);
   }
   buffer_.reset(ggml_backend_alloc_ctx_tensors_from_buft(ctx_.get(), ggml_backend_cpu_buffer_type()));
@@ -289,10 +304,11 @@ void FrozenTransposes::build(const std::vector<const ggml_tensor*>& weights, int
   std::atomic<size_t> next{0};
   auto work = [&] {
     std::vector<float> rows, column;
+    std::vector<uint8_t> blocks;
     for (size_t t; (t = next.fetch_add(1)) < tasks.size();) {
       const ggml_tensor* w = chosen[tasks[t].weight];
       const int n = int(std::min<int64_t>(kTransposeRows, w->ne[1] - tasks[t].o0));
-      transpose_rows(w, copies[tasks[t].weight], tasks[t].o0, n, rows, column);
+      transpose_rows(w, copies[tasks[t].weight], tasks[t].o0, n, rows, column, blocks);
     }
   };
   std::vector<std::thread> threads;
@@ -330,7 +346,8 @@ ggml_tensor* frozen_dx(ggml_context* ctx, ggml_tensor* w, ggml_tensor* dy_t,
   GGML_ASSERT(frozen_dx_supported(w));
   GGML_ASSERT(dy_t->type == GGML_TYPE_F32 && dy_t->ne[1] == w->ne[1]);
   if (ggml_tensor* wt = transposes ? transposes->find(w) : nullptr) {
-    if (ggml_tensor* dy = untransposed(dy_t)) return ggml_mul_mat(ctx, wt, dy);
+    if (ggml_tensor* dy = untransposed(dy_t))
+      return wt->type == GGML_TYPE_I8 ? int8_dx(ctx, wt, dy) : ggml_mul_mat(ctx, wt, dy);
   }
   ggml_tensor* args[2] = {w, dy_t};
   return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[0], dy_t->ne[0], 1, 1, args, 2, frozen_dx_kernel,

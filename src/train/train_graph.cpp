@@ -149,6 +149,9 @@ Status TrainGraph::build(const Shape& shape) {
   if (checkpoint) {
     for (int l = first_trained_layer_; l < c.n_layer; ++l) build_segment(*built_, l);
   }
+  // The forward's products, now that ggml has the backward of its own.
+  use_q4_rows(built_->forward->ctx, built_->forward->graph);
+  for (const std::unique_ptr<Graph>& g : built_->segments) use_q4_rows(g->ctx, g->graph);
   ++graphs_built_;
   return {};
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/q4_rows.h"
 #include "train/train_ops.h"
 
 namespace graft {
@@ -59,6 +60,23 @@ void dropout_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 }
 
 }  // namespace
+
+int use_q4_rows(ggml_context* ctx, ggml_cgraph* graph) {
+  int replaced = 0;
+  for (int i = 0; i < ggml_graph_n_nodes(graph); ++i) {
+    ggml_tensor* node = ggml_graph_node(graph, i);
+    if (node->op != GGML_OP_MUL_MAT) continue;
+    ggml_tensor* w = node->src[0];
+    ggml_tensor* x = node->src[1];
+    const bool frozen =
+        w->op == GGML_OP_NONE && !(w->flags & (GGML_TENSOR_FLAG_PARAM | GGML_TENSOR_FLAG_INPUT));
+    if (!frozen || !q4_rows_supported(w)) continue;
+    if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || x->ne[2] != 1 || x->ne[3] != 1) continue;
+    replace_node_op(node, q4_rows_mul_mat_f32(ctx, w, x));
+    ++replaced;
+  }
+  return replaced;
+}
 
 void replace_node_op(ggml_tensor* node, const ggml_tensor* op) {
   node->op = op->op;

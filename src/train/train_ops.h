@@ -85,6 +85,13 @@ int use_frozen_dx(ggml_context* ctx, ggml_cgraph* graph, const FrozenTransposes*
 bool out_prod_f32_supported(const ggml_tensor* a, const ggml_tensor* b);
 ggml_tensor* out_prod_f32(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
+// Replaces each product of a frozen Q4_0 weight that q4_rows reads
+// (model/q4_rows.h: its result is ggml's to the bit) with q4_rows. The
+// model's code builds training graphs with ggml's products, whose backward ggml knows; run this
+// once the backward is built (each product quantizes its input itself:
+// q4_rows_mul_mat_f32). Returns how many it replaced.
+int use_q4_rows(ggml_context* ctx, ggml_cgraph* graph);
+
 // Replaces each remaining F32 out_prod node of `graph` (the LoRA and
 // attention gradients ggml's backward writes) with out_prod_f32. Returns how
 // many it replaced. Run after use_frozen_dx.

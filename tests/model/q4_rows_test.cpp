@@ -90,7 +90,8 @@ TEST(Q4Rows, MatchesGgmlOnRepackedWeights) {
     int64_t n_in, n_out;
   };
   float worst = 0.0f;
-  for (const Shape s : {Shape{64, 8}, Shape{256, 72}, Shape{2048, 64}}) {
+  // (8192 inputs and 101 rows: more than one chunk of each for many rows.)
+  for (const Shape s : {Shape{64, 8}, Shape{256, 72}, Shape{2048, 64}, Shape{8192, 16}}) {
     for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 20, 33, 64, 101}) {
       const Products p = multiply(s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
       if (p.ggml.empty()) GTEST_SKIP() << "no repacked Q4_0 or no AVX-512 VNNI on this machine";

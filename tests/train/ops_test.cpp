@@ -16,6 +16,7 @@
 #include <ggml-cpu.h>
 
 #include "model/cpu_repack.h"
+#include "train/int8_dx.h"
 #include "train/train_ops.h"
 
 namespace graft {
@@ -91,7 +92,8 @@ void check_frozen_dx(ggml_type type, ggml_backend_buffer_type_t buffer_type, int
   }
   ggml_tensor* dx =
       frozen_dx(c.ctx.get(), w, ggml_transpose(c.ctx.get(), grad), int8 ? &transposes : nullptr);
-  ASSERT_EQ(dx->op, int8 ? GGML_OP_MUL_MAT : GGML_OP_CUSTOM);
+  // The int8 product is graft's own where the CPU runs it (int8_dx.h), else ggml's over Q8_0.
+  ASSERT_EQ(dx->op, int8 && !int8_dx_cpu() ? GGML_OP_MUL_MAT : GGML_OP_CUSTOM);
   c.run(dx);
   std::vector<float> out(size_t(n_in * n_rows));
   ggml_backend_tensor_get(dx, out.data(), 0, out.size() * sizeof(float));
@@ -169,6 +171,8 @@ TEST(FrozenDx, Int8ThroughTransposedQ8_0Copies) {
   if (!repack) repack = ggml_backend_cpu_buffer_type();
   check_frozen_dx(GGML_TYPE_Q4_0, repack, 512, 136 + 24, 9, true);
   check_frozen_dx(GGML_TYPE_Q4_0, repack, 2048, 64, 300, true);
+  // K in more than one chunk of int8_dx (128 blocks), rows in more than one of 64.
+  check_frozen_dx(GGML_TYPE_Q8_0, ggml_backend_cpu_buffer_type(), 64, 32 * 130, 70, true);
 }
 
 TEST(FrozenDx, TransposesOnlyQuantizedWeightsWithWholeBlocksOfRows) {
@@ -183,8 +187,13 @@ TEST(FrozenDx, TransposesOnlyQuantizedWeightsWithWholeBlocksOfRows) {
   EXPECT_EQ(transposes.find(f16), nullptr);
   EXPECT_EQ(transposes.find(odd), nullptr);
   ASSERT_NE(transposes.find(q8), nullptr);
-  EXPECT_EQ(transposes.find(q8)->ne[0], 96);
-  EXPECT_EQ(transposes.find(q8)->ne[1], 64);
+  if (int8_dx_cpu()) {  // 16 columns of W per row, 3 blocks of 32 rows each
+    EXPECT_EQ(transposes.find(q8)->ne[0], 3 * int64_t(sizeof(Q8x16)));
+    EXPECT_EQ(transposes.find(q8)->ne[1], 4);
+  } else {
+    EXPECT_EQ(transposes.find(q8)->ne[0], 96);
+    EXPECT_EQ(transposes.find(q8)->ne[1], 64);
+  }
   // Without a copy, frozen_dx stays on its F32 product.
   ggml_tensor* dy = ggml_new_tensor_2d(c.ctx.get(), GGML_TYPE_F32, 40, 3);
   EXPECT_EQ(frozen_dx(c.ctx.get(), odd, ggml_transpose(c.ctx.get(), dy), &transposes)->op, GGML_OP_CUSTOM);
