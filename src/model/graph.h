@@ -132,6 +132,8 @@ struct GraphContext {
   // Inputs of q4_rows products and their quantized form, which the
   // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
+  // The same for q4k_rows' products (their inputs quantized otherwise).
+  std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized_k;
 };
 
 }  // namespace graft
