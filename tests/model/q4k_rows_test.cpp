@@ -1,4 +1,5 @@
-// q4k_rows against ggml's own product on the same repacked Q4_K weights.
+// q4k_rows against ggml's own product on the same Q4_K weights (repacked)
+// and Q5_K weights (as files store them).
 #include "model/q4k_rows.h"
 
 #include <algorithm>
@@ -24,8 +25,9 @@ struct Products {
   std::vector<float> q4k_rows;
 };
 
-// w [n_in, n_out] (random, Q4_K, repacked) times x [n_in, n_rows], both ways.
-Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
+// w [n_in, n_out] (random, Q4_K repacked or Q5_K as files store it) times
+// x [n_in, n_rows], both ways.
+Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> wf(size_t(n_in * n_out));
@@ -43,26 +45,27 @@ Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
     }
     if (r % 7 == 3) std::fill(row + 256, row + std::min<int64_t>(n_in, 512), 0.0f);  // an all-zero block
   }
-  std::vector<uint8_t> wq(ggml_row_size(GGML_TYPE_Q4_K, n_in) * size_t(n_out));
-  ggml_quantize_chunk(GGML_TYPE_Q4_K, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
+  std::vector<uint8_t> wq(ggml_row_size(type, n_in) * size_t(n_out));
+  ggml_quantize_chunk(type, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
 
   ggml_init_params params{};
   params.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
   params.no_alloc = true;
   ggml_context_ptr ctx(ggml_init(params));
-  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_Q4_K, n_in, n_out);
-  ggml_backend_buffer_type_t repack = repack_buffer_type();
-  ggml_backend_buffer_ptr wbuf(repack ? ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), repack)
-                                      : nullptr);
+  ggml_tensor* w = ggml_new_tensor_2d(ctx.get(), type, n_in, n_out);
+  const bool q4k = type == GGML_TYPE_Q4_K;
+  ggml_backend_buffer_type_t buft = q4k ? repack_buffer_type() : ggml_backend_cpu_buffer_type();
+  ggml_backend_buffer_ptr wbuf(buft ? ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft) : nullptr);
   Products out;
-  if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks
-  if (!wbuf || !q4k_rows_supported(w)) return out;
+  if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks Q4_K
+  if (!wbuf || !(q4k ? q4k_rows_supported(w) : q5k_rows_supported(w))) return out;
 
   ggml_context_ptr gctx(ggml_init(params));
   ggml_tensor* x = ggml_new_tensor_2d(gctx.get(), GGML_TYPE_F32, n_in, n_rows);
   ggml_set_input(x);
   ggml_tensor* a = ggml_mul_mat(gctx.get(), w, x);
-  ggml_tensor* b = q4k_rows_mul_mat(gctx.get(), w, q4k_rows_quantize(gctx.get(), x));
+  ggml_tensor* b = q4k ? q4k_rows_mul_mat(gctx.get(), w, q4k_rows_quantize(gctx.get(), x))
+                       : q5k_rows_mul_mat(gctx.get(), w, q5k_rows_quantize(gctx.get(), x));
   ggml_set_output(a);
   ggml_set_output(b);
   ggml_cgraph* graph = ggml_new_graph(gctx.get());
@@ -83,7 +86,7 @@ Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
 // Every row count from 1 to 70 (one pass of four or eight rows, several,
 // and each of ggml's tails of one to three rows) and 512 (many chunks of
 // rows), over short and long inputs and a few or many column groups.
-TEST(Q4KRows, MatchesGgmlOnRepackedWeights) {
+void expect_matches_ggml(ggml_type type) {
   struct Shape {
     int64_t n_in, n_out;
   };
@@ -94,11 +97,12 @@ TEST(Q4KRows, MatchesGgmlOnRepackedWeights) {
   for (const Shape s : {Shape{256, 8}, Shape{512, 72}, Shape{2048, 64}, Shape{8192, 16}}) {
     for (int64_t rows : row_counts) {
       if (rows == 512 && s.n_in < 2048) continue;
-      const Products p = multiply(s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
-      if (p.ggml.empty()) GTEST_SKIP() << "no repacked Q4_K or no AVX-512 VNNI on this machine";
+      const Products p = multiply(type, s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
+      if (p.ggml.empty()) GTEST_SKIP() << "no AVX-512 VNNI (or no repacked Q4_K) on this machine";
       // The same quantized inputs, exact integer sums and fused multiply-adds
-      // in the same order as each of ggml's paths (rows in fours, the rest
-      // one by one): every output equal, bit for bit, and finite.
+      // in the same order as each of ggml's paths (for Q4_K rows in fours,
+      // the rest one by one; for Q5_K every row alone): every output equal,
+      // bit for bit, and finite.
       size_t unequal = 0, first = 0;
       float top = 0.0f, largest = 0.0f;
       for (size_t i = 0; i < p.ggml.size(); ++i) {
@@ -108,12 +112,22 @@ TEST(Q4KRows, MatchesGgmlOnRepackedWeights) {
         if (unequal++ == 0) first = i;
         if (std::isfinite(a - b)) largest = std::max(largest, std::fabs(a - b));
       }
-      EXPECT_EQ(unequal, 0u) << s.n_in << "x" << s.n_out << ", " << rows << " rows; the first at " << first
-                             << ": ggml " << p.ggml[first] << ", q4k_rows " << p.q4k_rows[first];
+      EXPECT_EQ(unequal, 0u) << ggml_type_name(type) << " " << s.n_in << "x" << s.n_out << ", " << rows
+                             << " rows; the first at " << first << ": ggml " << p.ggml[first] << ", ours "
+                             << p.q4k_rows[first];
       if (top > 0.0f) worst = std::max(worst, largest / top);
     }
   }
-  std::printf("[ q4k_rows vs ggml ] largest deviation: %.3g of the largest output\n", double(worst));
+  std::printf("[ %s rows vs ggml ] largest deviation: %.3g of the largest output\n", ggml_type_name(type),
+              double(worst));
+}
+
+TEST(Q4KRows, MatchesGgmlOnRepackedWeights) {
+  expect_matches_ggml(GGML_TYPE_Q4_K);
+}
+
+TEST(Q5KRows, MatchesGgml) {
+  expect_matches_ggml(GGML_TYPE_Q5_K);
 }
 
 // The layout check behind q4k_rows (cpu_repack.h): ggml's repacking in this
