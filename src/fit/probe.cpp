@@ -129,7 +129,7 @@ Product make_product(const Weight& weight, int rows) {
                        ? q4_rows_mul_mat(p.ctx.get(), weight.w, q4_rows_quantize(p.ctx.get(), x))
                    : q4k_rows_supported(weight.w)
                        ? q4k_rows_mul_mat(p.ctx.get(), weight.w, q4k_rows_quantize(p.ctx.get(), x))
-                   : q5k_rows_supported(weight.w)
+                   : q5k_rows_supported(weight.w, rows)
                        ? q5k_rows_mul_mat(p.ctx.get(), weight.w, q5k_rows_quantize(p.ctx.get(), x))
                        : ggml_mul_mat(p.ctx.get(), weight.w, x);
   ggml_set_output(y);
@@ -274,7 +274,7 @@ Product make_stack_step(const MatrixStack& stack, int rows) {
       } else if (q4k_rows_supported(w.w)) {
         if (!quantized_k[in]) quantized_k[in] = q4k_rows_quantize(ctx, inputs[in]);
         y = q4k_rows_mul_mat(ctx, w.w, quantized_k[in]);
-      } else if (q5k_rows_supported(w.w)) {
+      } else if (q5k_rows_supported(w.w, rows)) {
         if (!quantized_k5[in]) quantized_k5[in] = q5k_rows_quantize(ctx, inputs[in]);
         y = q5k_rows_mul_mat(ctx, w.w, quantized_k5[in]);
       } else {

@@ -41,7 +41,7 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
 // backward).
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
   const bool q4k = q4k_rows_supported(w);  // Q4_K, Q5_K: q4k_rows, as q4_rows
-  if (!g.training && ggml_is_contiguous(x) && (q4k || q5k_rows_supported(w))) {
+  if (!g.training && ggml_is_contiguous(x) && (q4k || q5k_rows_supported(w, x->ne[1]))) {
     auto& quantized = q4k ? g.quantized_k : g.quantized_k5;
     auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
     if (it == quantized.end())

@@ -229,6 +229,13 @@ GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in
   }
 }
 
+// Rows per chunk of a many-row product (a multiple of kMaxRows) for inputs
+// of nb blocks.
+int64_t rows_per_chunk(int64_t nb) {
+  return std::clamp<int64_t>(kChunkBytes / (nb * int64_t(sizeof(InputBlock))) / kMaxRows * kMaxRows, kMaxRows,
+                             kMaxChunkRows);
+}
+
 using ColumnGroupFn = void (*)(const Q4Kx8*, int64_t, const InputBlock*, float*, int64_t);
 
 // Rows in groups of four, four or eight per pass (ggml's order for them).
@@ -254,8 +261,7 @@ void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   auto* out = static_cast<float*>(dst->data);
   const int64_t g0 = n_groups * ith / nth;
   const int64_t g1 = n_groups * (ith + 1) / nth;
-  const int64_t chunk = std::clamp<int64_t>(
-      kChunkBytes / (nb * int64_t(sizeof(InputBlock))) / kMaxRows * kMaxRows, kMaxRows, kMaxChunkRows);
+  const int64_t chunk = rows_per_chunk(nb);
   for (int64_t c0 = 0; c0 < grouped_rows; c0 += chunk) {
     const int64_t c1 = std::min(grouped_rows, c0 + chunk);
     for (int64_t g = g0; g < g1; ++g) {
@@ -424,8 +430,7 @@ void q5_mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   auto* out = static_cast<float*>(dst->data);
   const int64_t g0 = n_groups * ith / nth;
   const int64_t g1 = n_groups * (ith + 1) / nth;
-  const int64_t chunk = std::clamp<int64_t>(
-      kChunkBytes / (nb * int64_t(sizeof(InputBlock))) / kMaxRows * kMaxRows, kMaxRows, kMaxChunkRows);
+  const int64_t chunk = rows_per_chunk(nb);
   for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
     const int64_t c1 = std::min(n_rows, c0 + chunk);
     for (int64_t g = g0; g < g1; ++g) {
@@ -439,6 +444,23 @@ void q5_mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 int q5_userdata;  // the quantize kernel's mark for Q5_K inputs
 
+// The rows of x quantized (userdata: &q5_userdata for Q5_K).
+ggml_tensor* quantize_op(ggml_context* ctx, ggml_tensor* x, void* userdata) {
+  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] % kBlock == 0);
+  GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1);
+  ggml_tensor* args[] = {x};
+  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * (x->ne[0] / kBlock), x->ne[1], 1, 1,
+                        args, 1, quantize_kernel, GGML_N_TASKS_MAX, userdata);
+}
+
+// w times the quantized rows xq through `kernel`.
+ggml_tensor* mul_mat_op(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq, ggml_custom_op_t kernel) {
+  GGML_ASSERT(xq->type == GGML_TYPE_I8 && xq->ne[0] == int64_t(sizeof(InputBlock)) * (w->ne[0] / kBlock));
+  ggml_tensor* args[] = {w, xq};
+  return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], xq->ne[1], 1, 1, args, 2, kernel, GGML_N_TASKS_MAX,
+                        nullptr);
+}
+
 }  // namespace
 
 bool q4k_rows_supported(const ggml_tensor* w) {
@@ -446,27 +468,17 @@ bool q4k_rows_supported(const ggml_tensor* w) {
 }
 
 ggml_tensor* q4k_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
-  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] % kBlock == 0);
-  GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1);
-  ggml_tensor* args[] = {x};
-  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * (x->ne[0] / kBlock), x->ne[1], 1, 1,
-                        args, 1, quantize_kernel, GGML_N_TASKS_MAX, nullptr);
+  return quantize_op(ctx, x, nullptr);
 }
 
 ggml_tensor* q4k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {
-  GGML_ASSERT(xq->type == GGML_TYPE_I8 && xq->ne[0] == int64_t(sizeof(InputBlock)) * (w->ne[0] / kBlock));
-  ggml_tensor* args[] = {w, xq};
-  return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], xq->ne[1], 1, 1, args, 2, mul_mat_kernel,
-                        GGML_N_TASKS_MAX, nullptr);
+  return mul_mat_op(ctx, w, xq, mul_mat_kernel);
 }
 
-}  // namespace graft
-
-namespace graft {
-
-bool q5k_rows_supported(const ggml_tensor* w) {
-  if (!q4_rows_cpu() || w->type != GGML_TYPE_Q5_K || w->ne[0] % kBlock != 0 || w->ne[1] % 8 != 0 ||
-      w->ne[2] != 1 || w->ne[3] != 1 || !ggml_is_contiguous(w) || !w->buffer || !w->data) {
+bool q5k_rows_supported(const ggml_tensor* w, int64_t n_rows) {
+  if (n_rows < 3 || !q4_rows_cpu() || w->type != GGML_TYPE_Q5_K || w->ne[0] % kBlock != 0 ||
+      w->ne[1] % 8 != 0 || w->ne[2] != 1 || w->ne[3] != 1 || !ggml_is_contiguous(w) || !w->buffer ||
+      !w->data) {
     return false;
   }
   // Q5_K as files store it: in host memory, not repacked (a ggml that
@@ -477,18 +489,11 @@ bool q5k_rows_supported(const ggml_tensor* w) {
 }
 
 ggml_tensor* q5k_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
-  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] % kBlock == 0);
-  GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1);
-  ggml_tensor* args[] = {x};
-  return ggml_custom_4d(ctx, GGML_TYPE_I8, int64_t(sizeof(InputBlock)) * (x->ne[0] / kBlock), x->ne[1], 1, 1,
-                        args, 1, quantize_kernel, GGML_N_TASKS_MAX, &q5_userdata);
+  return quantize_op(ctx, x, &q5_userdata);
 }
 
 ggml_tensor* q5k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {
-  GGML_ASSERT(xq->type == GGML_TYPE_I8 && xq->ne[0] == int64_t(sizeof(InputBlock)) * (w->ne[0] / kBlock));
-  ggml_tensor* args[] = {w, xq};
-  return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], xq->ne[1], 1, 1, args, 2, q5_mul_mat_kernel,
-                        GGML_N_TASKS_MAX, nullptr);
+  return mul_mat_op(ctx, w, xq, q5_mul_mat_kernel);
 }
 
 }  // namespace graft

@@ -34,15 +34,19 @@ ggml_tensor* q4k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq
 // Q5_K weights, which ggml does not repack (on x86), read as files store
 // them, eight rows at a time, the same way. ggml multiplies them one row and
 // one column at a time, so here every row takes the same order and its
-// result does not depend on its neighbours; again ggml's to the bit.
-bool q5k_rows_supported(const ggml_tensor* w);
+// result does not depend on its neighbours; again ggml's to the bit. Whether
+// q5k_rows multiplies w by n_rows rows: from 3 rows on (unpacking a block
+// of 8 Q5_K columns costs about 2 rows' products; for 1 row q5k_rows took
+// 2.3x ggml's time, for 8 rows 0.47x, on one Zen 5 core).
+bool q5k_rows_supported(const ggml_tensor* w, int64_t n_rows);
 
 // As q4k_rows_quantize, for q5k_rows_mul_mat (ggml quantizes the rows of a
 // Q5_K product alike only where the largest magnitude has one sign).
 ggml_tensor* q5k_rows_quantize(ggml_context* ctx, ggml_tensor* x);
 
-// w: [n_in, n_out] with q5k_rows_supported(w); xq: q5k_rows_quantize of
-// [n_in, n_rows]. Returns F32 [n_out, n_rows] = w x.
+// w: [n_in, n_out] with q5k_rows_supported(w, n_rows) (or any n_rows: the
+// result is the same); xq: q5k_rows_quantize of [n_in, n_rows]. Returns F32
+// [n_out, n_rows] = w x.
 ggml_tensor* q5k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq);
 
 }  // namespace graft
