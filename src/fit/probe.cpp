@@ -19,6 +19,7 @@
 #include "model/cpu_backend.h"
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
+#include "model/q4k_rows.h"
 #include "util/log.h"
 
 namespace graft::fit {
@@ -126,6 +127,10 @@ Product make_product(const Weight& weight, int rows) {
   ggml_set_input(x);
   ggml_tensor* y = q4_rows_supported(weight.w)
                        ? q4_rows_mul_mat(p.ctx.get(), weight.w, q4_rows_quantize(p.ctx.get(), x))
+                   : q4k_rows_supported(weight.w)
+                       ? q4k_rows_mul_mat(p.ctx.get(), weight.w, q4k_rows_quantize(p.ctx.get(), x))
+                   : q5k_rows_supported(weight.w, rows)
+                       ? q5k_rows_mul_mat(p.ctx.get(), weight.w, q5k_rows_quantize(p.ctx.get(), x))
                        : ggml_mul_mat(p.ctx.get(), weight.w, x);
   ggml_set_output(y);
   p.graph = ggml_new_graph_custom(p.ctx.get(), 16, false);
@@ -257,6 +262,8 @@ Product make_stack_step(const MatrixStack& stack, int rows) {
   constexpr size_t n_ref = std::size(kRefLayer);
   for (size_t il = 0; il * n_ref < stack.weights.size(); ++il) {
     ggml_tensor* quantized[4] = {};
+    ggml_tensor* quantized_k[4] = {};
+    ggml_tensor* quantized_k5[4] = {};
     for (size_t j = 0; j < n_ref; ++j) {
       const Weight& w = stack.weights[il * n_ref + j];
       const int in = kRefLayer[j].input;
@@ -264,6 +271,12 @@ Product make_stack_step(const MatrixStack& stack, int rows) {
       if (q4_rows_supported(w.w)) {
         if (!quantized[in]) quantized[in] = q4_rows_quantize(ctx, inputs[in]);
         y = q4_rows_mul_mat(ctx, w.w, quantized[in]);
+      } else if (q4k_rows_supported(w.w)) {
+        if (!quantized_k[in]) quantized_k[in] = q4k_rows_quantize(ctx, inputs[in]);
+        y = q4k_rows_mul_mat(ctx, w.w, quantized_k[in]);
+      } else if (q5k_rows_supported(w.w, rows)) {
+        if (!quantized_k5[in]) quantized_k5[in] = q5k_rows_quantize(ctx, inputs[in]);
+        y = q5k_rows_mul_mat(ctx, w.w, quantized_k5[in]);
       } else {
         y = ggml_mul_mat(ctx, w.w, inputs[in]);
       }

@@ -8,13 +8,16 @@
 // - for Q4_0 weights with a multiple of 8 rows on CPUs with AVX2, the layout
 //   of ggml-cpu/repack.cpp's block_q4_0x8 with an 8-byte interleave (Q4x8),
 //   which q4_rows (model/q4_rows.h) and the training path's frozen_dx
-//   (train/) read directly.
+//   (train/) read directly;
+// - for Q4_K weights with a multiple of 8 rows on CPUs with AVX2, the layout
+//   of repack.cpp's block_q4_Kx8 with an 8-byte interleave (Q4Kx8), which
+//   q4k_rows (model/q4k_rows.h) reads.
 // Written against ggml 0.23.0 as bundled with llama.cpp 80fb11a
 // (kRepackGgmlVersion). Another ggml may lay Q4_0 out otherwise, so the
-// layout is checked once per process, at model load, against ggml's own
-// repacking of a known weight (q4x8_layout_is_ggmls); when it differs,
-// is_q4x8 is false for every weight and those readers leave the weights to
-// ggml's kernels instead of reading them wrong.
+// layouts are checked once per process, at model load, against ggml's own
+// repacking of a known weight (q4x8_layout_is_ggmls, q4kx8_layout_is_ggmls);
+// when one differs, is_q4x8 (is_q4kx8) is false for every weight and those
+// readers leave the weights to ggml's kernels instead of reading them wrong.
 #pragma once
 
 #include <cstdint>
@@ -55,5 +58,34 @@ bool q4x8_layout_is_ggmls();
 
 // Whether w is a Q4_0 weight that ggml holds repacked as Q4x8.
 bool is_q4x8(const ggml_tensor* w);
+
+// ggml's repacked Q4_K for 8 weight rows (c) and one 256-column block, made
+// of 8 sub-blocks of 32 columns with a 6-bit scale and min each: the rows'
+// F16 scales d and mins' scales dmin; then for each sub-block g, 12 bytes
+// holding its 8 rows' scales s[c] and mins m[c] (6 bits): bytes c < 4 hold
+// s[c] | (s[c + 4] >> 4) << 6, bytes 4 + c m[c] | (m[c + 4] >> 4) << 6,
+// bytes 8 + c (s[c + 4] & 15) | (m[c + 4] & 15) << 4; then 16 chunks k of
+// 64 bytes, row c's 8 bytes at 8c: its Q4_K bytes 8k .. 8k + 7. (A Q4_K
+// byte 32j + i holds weight 64j + i in its low nibble and 64j + 32 + i in its
+// high one.) Row group g's blocks follow one another, as for Q4x8.
+struct Q4Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t scales[96];
+  uint8_t qs[1024];
+};
+static_assert(sizeof(Q4Kx8) == 1152);
+
+// Whether `packed`, a Q4_K weight [n_in, n_out] in the repack buffer, holds
+// `original` (its Q4_K rows as files store them) laid out as Q4Kx8: the first
+// and the last block are compared byte for byte.
+bool q4kx8_layout_matches(const ggml_tensor* packed, const void* original);
+
+// Whether this ggml repacks Q4_K weights into Q4Kx8 (checked on a known
+// weight the first time it is asked; false when there is no repack buffer).
+bool q4kx8_layout_is_ggmls();
+
+// Whether w is a Q4_K weight that ggml holds repacked as Q4Kx8.
+bool is_q4kx8(const ggml_tensor* w);
 
 }  // namespace graft

@@ -132,6 +132,10 @@ struct GraphContext {
   // Inputs of q4_rows products and their quantized form, which the
   // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
+  // The same for q4k_rows' Q4_K and Q5_K products (their inputs quantized
+  // otherwise, and differently for the two).
+  std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized_k;
+  std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized_k5;
 };
 
 }  // namespace graft

@@ -7,6 +7,7 @@
 
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
+#include "model/q4k_rows.h"
 
 namespace graft {
 
@@ -35,9 +36,19 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
                        /*beta_slow=*/1.0f);
 }
 
-// Through q4_rows when w suits it (the result is ggml's to the bit), through
-// ggml otherwise (always in training graphs: q4_rows has no backward).
+// Through q4_rows (q4k_rows) when w suits it (the result is ggml's to the
+// bit), through ggml otherwise (always in training graphs: they have no
+// backward).
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
+  const bool q4k = q4k_rows_supported(w);  // Q4_K, Q5_K: q4k_rows, as q4_rows
+  if (!g.training && ggml_is_contiguous(x) && (q4k || q5k_rows_supported(w, x->ne[1]))) {
+    auto& quantized = q4k ? g.quantized_k : g.quantized_k5;
+    auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
+    if (it == quantized.end())
+      it = quantized.insert(quantized.end(),
+                            {x, q4k ? q4k_rows_quantize(g.ctx, x) : q5k_rows_quantize(g.ctx, x)});
+    return q4k ? q4k_rows_mul_mat(g.ctx, w, it->second) : q5k_rows_mul_mat(g.ctx, w, it->second);
+  }
   if (g.training || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
