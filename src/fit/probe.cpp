@@ -19,6 +19,7 @@
 #include "model/cpu_backend.h"
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
+#include "model/q8_rows.h"
 #include "util/log.h"
 
 namespace graft::fit {
@@ -111,8 +112,18 @@ Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   return m;
 }
 
+// w x as the model's graph computes it (model/layers.cpp mul_mat): through
+// q4_rows or q8_rows where one takes w, x quantized into *xq once for every
+// product that reads it.
+ggml_tensor* model_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, ggml_tensor** xq) {
+  const bool q4 = q4_rows_supported(w);
+  if (!q4 && !q8_rows_supported(w)) return ggml_mul_mat(ctx, w, x);
+  if (!*xq) *xq = q4_rows_quantize(ctx, x);
+  return q4 ? q4_rows_mul_mat(ctx, w, *xq) : q8_rows_mul_mat(ctx, w, *xq);
+}
+
 // The graph of one product of `rows` rows with w, as the model's graph does
-// it (q4_rows where the model uses it), its input set.
+// it (q4_rows or q8_rows where the model uses them), its input set.
 struct Product {
   ggml_context_ptr ctx;
   ggml_gallocr_ptr alloc;
@@ -124,9 +135,8 @@ Product make_product(const Weight& weight, int rows) {
   p.ctx = new_context(8, 16);
   ggml_tensor* x = ggml_new_tensor_2d(p.ctx.get(), GGML_TYPE_F32, weight.w->ne[0], rows);
   ggml_set_input(x);
-  ggml_tensor* y = q4_rows_supported(weight.w)
-                       ? q4_rows_mul_mat(p.ctx.get(), weight.w, q4_rows_quantize(p.ctx.get(), x))
-                       : ggml_mul_mat(p.ctx.get(), weight.w, x);
+  ggml_tensor* xq = nullptr;
+  ggml_tensor* y = model_product(p.ctx.get(), weight.w, x, &xq);
   ggml_set_output(y);
   p.graph = ggml_new_graph_custom(p.ctx.get(), 16, false);
   ggml_build_forward_expand(p.graph, y);
@@ -242,7 +252,7 @@ MatrixStack make_matrix_stack(ggml_type type, int64_t stream_bytes, int shrink) 
 // One decode step's products through the stack, `rows` rows, as a model's
 // layers run them: one node after another (each waits for the one before,
 // as in a model's graph), each product quantizing its input as graft's
-// kernel for the type does (q4_rows once per shared input).
+// kernel for the type does (q4_rows and q8_rows once per shared input).
 Product make_stack_step(const MatrixStack& stack, int rows) {
   Product p;
   const size_t nodes = stack.weights.size() * 2 + 16;
@@ -260,13 +270,7 @@ Product make_stack_step(const MatrixStack& stack, int rows) {
     for (size_t j = 0; j < n_ref; ++j) {
       const Weight& w = stack.weights[il * n_ref + j];
       const int in = kRefLayer[j].input;
-      ggml_tensor* y = nullptr;
-      if (q4_rows_supported(w.w)) {
-        if (!quantized[in]) quantized[in] = q4_rows_quantize(ctx, inputs[in]);
-        y = q4_rows_mul_mat(ctx, w.w, quantized[in]);
-      } else {
-        y = ggml_mul_mat(ctx, w.w, inputs[in]);
-      }
+      ggml_tensor* y = model_product(ctx, w.w, inputs[in], &quantized[in]);
       ggml_set_output(y);
       ggml_build_forward_expand(p.graph, y);
     }

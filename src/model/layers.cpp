@@ -7,6 +7,7 @@
 
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
+#include "model/q8_rows.h"
 
 namespace graft {
 
@@ -35,13 +36,15 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
                        /*beta_slow=*/1.0f);
 }
 
-// Through q4_rows when w suits it (the result is ggml's to the bit), through
-// ggml otherwise (always in training graphs: q4_rows has no backward).
+// Through q4_rows or q8_rows when w suits one (the result is ggml's to the
+// bit), through ggml otherwise (always in training graphs: they have no
+// backward). Both read the same quantized inputs.
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
-  if (g.training || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
+  const bool q4 = q4_rows_supported(w);
+  if (g.training || !ggml_is_contiguous(x) || !(q4 || q8_rows_supported(w))) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
-  return q4_rows_mul_mat(g.ctx, w, it->second);
+  return q4 ? q4_rows_mul_mat(g.ctx, w, it->second) : q8_rows_mul_mat(g.ctx, w, it->second);
 }
 
 namespace {
