@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <ggml-backend.h>
 
@@ -19,6 +20,9 @@ namespace graft {
 namespace {
 
 constexpr int kBlock = kInputBlock;
+// The kernels' instructions and AVX-512 VL (256-bit forms), which every CPU
+// with AVX-512 VNNI has.
+#define GRAFT_VNNI512_VL __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 constexpr size_t kBlockBytes = 34;  // ggml's block_q8_0: an F16 scale, then 32 signed bytes
 constexpr int kMaxRows = 8;         // rows per pass
 // Many rows: the rows in chunks whose inputs stay in L2 while each of the
@@ -105,6 +109,41 @@ GRAFT_VNNI512 void tile(const Weights& w, int64_t c0, int n_cols, int64_t nb, co
   }
 }
 
+// One row: weight row after weight row, each read front to back, as ggml
+// reads them (the memory then streams as fast as it can; a pass over
+// several weight rows at once reads slower here), the inputs' part of each
+// lane's start computed once per thread.
+GRAFT_VNNI512_VL void one_row(const Weights& w, int64_t c0, int64_t c1, int64_t nb, const InputBlock* in,
+                              float* out) {
+  thread_local std::vector<int32_t> starts;  // 8 lanes per block
+  starts.resize(size_t(nb) * 8);
+  auto* start = reinterpret_cast<__m256i*>(starts.data());
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i zero = _mm256_setzero_si256();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].q));
+    _mm256_storeu_si256(start + b, _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, flip, x)));
+  }
+  for (int64_t c = c0; c < c1; ++c) {
+    const uint8_t* row = w.data + size_t(c) * w.stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + size_t(b) * kBlockBytes;
+      const __m256i wq =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), flip);
+      const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256(start + b), wq,
+                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].q)));
+      uint16_t dw;
+      std::memcpy(&dw, blk, sizeof(dw));
+      const float d = _cvtsh_ss(dw) * in[b].d;
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc);
+    }
+    alignas(32) float v[8];
+    _mm256_store_ps(v, acc);
+    out[c] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  }
+}
+
 using TileFn = void (*)(const Weights&, int64_t, int, int64_t, const InputBlock*, int64_t, int64_t, float*,
                         int64_t);
 
@@ -133,6 +172,10 @@ void mul_mat_rows(ggml_tensor* dst, const ggml_tensor* wt, const InputBlock* in,
   const int64_t n_groups = (w.n_out + width - 1) / width;
   const int64_t g0 = n_groups * ith / nth;
   const int64_t g1 = n_groups * (ith + 1) / nth;
+  if (n_rows == 1) {
+    one_row(w, w.n_out * ith / nth, w.n_out * (ith + 1) / nth, nb, in, out);
+    return;
+  }
   if (single) {
     for (int64_t g = g0; g < g1; ++g) {
       const int n_cols = int(std::min(width, w.n_out - g * width));
@@ -161,7 +204,8 @@ void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 }  // namespace
 
 bool q8_rows_supported(const ggml_tensor* w) {
-  if (!q4_rows_cpu() || w->type != GGML_TYPE_Q8_0 || !w->buffer || !w->data) return false;
+  static const bool vl = __builtin_cpu_supports("avx512vl");
+  if (!q4_rows_cpu() || !vl || w->type != GGML_TYPE_Q8_0 || !w->buffer || !w->data) return false;
   if (!ggml_backend_buffer_is_host(w->buffer) ||
       ggml_backend_buffer_get_type(w->buffer) == repack_buffer_type())
     return false;

@@ -6,6 +6,8 @@
 // two weight rows per 512-bit vector, load each weight block once for all
 // the rows of the pass, and multiply signed inputs by weights made unsigned
 // (weight + 128), the offset's share folded into each accumulator's start.
+// One row (decode) goes weight row by weight row, each read front to back as
+// ggml reads them (several weight rows at once read memory slower here).
 //
 // The result is ggml's to the bit: the inputs are the 8-bit blocks of
 // model/rows_input.h (quantized as ggml quantizes them), and, as ggml does,
