@@ -2,7 +2,7 @@
 // repack Q8_0 on x86), for any number of rows, on CPUs with AVX-512 VNNI.
 // ggml multiplies each row with each weight row separately, or in tiles of
 // at most 4 x 4, with 256-bit vectors and four instructions per multiply to
-// make it signed. These take up to 8 rows by up to 16 weight rows per pass,
+// make it signed. These take 4 rows by 8 weight rows per pass,
 // two weight rows per 512-bit vector, load each weight block once for all
 // the rows of the pass, and multiply signed inputs by weights made unsigned
 // (weight + 128), the offset's share folded into each accumulator's start.

@@ -89,12 +89,12 @@ void expect_equal(const Products& p, int64_t n_in, int64_t n_out, int64_t rows, 
   if (top > 0.0f) worst = std::max(worst, largest / top);
 }
 
-// Every row count of one pass (1-8) and of several (the 4-row tiles and
-// their tails, more than one chunk of rows), against each of ggml's paths
-// (one row: its dot product; more: its tiles of up to 4 x 4 and their
-// tails), over short, odd and long inputs (one block, an odd number, up to
-// 256) and weight row counts that fill the passes' column groups (2 to 16
-// rows) or leave a tail.
+// One row (its own path), every row count of one pass (2-4) and of several
+// (the 4-row tiles and their tails, more than one chunk of rows), against
+// each of ggml's paths (one row: its dot product; more: its tiles of up to
+// 4 x 4 and their tails), over short, odd and long inputs (one block, an odd
+// number, up to 256) and weight row counts that fill the passes' groups of
+// 8 or leave a tail.
 TEST(Q8Rows, MatchesGgml) {
   struct Shape {
     int64_t n_in, n_out;
