@@ -20,6 +20,7 @@
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
+#include "model/q8_rows.h"
 #include "util/log.h"
 
 namespace graft::fit {
@@ -112,8 +113,33 @@ Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   return m;
 }
 
+// One input's quantized forms, each made once for every product that reads
+// it: q4_rows' and q8_rows' (shared), q4k_rows' Q4_K and Q5_K ones.
+struct QuantizedInput {
+  ggml_tensor* rows = nullptr;
+  ggml_tensor* q4k = nullptr;
+  ggml_tensor* q5k = nullptr;
+};
+
+// w x as the model's graph computes it (model/layers.cpp mul_mat): through
+// q4_rows, q8_rows or q4k_rows where one takes w, through ggml otherwise.
+ggml_tensor* model_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, QuantizedInput& xq) {
+  if (q4k_rows_supported(w)) {
+    if (!xq.q4k) xq.q4k = q4k_rows_quantize(ctx, x);
+    return q4k_rows_mul_mat(ctx, w, xq.q4k);
+  }
+  if (q5k_rows_supported(w, x->ne[1])) {
+    if (!xq.q5k) xq.q5k = q5k_rows_quantize(ctx, x);
+    return q5k_rows_mul_mat(ctx, w, xq.q5k);
+  }
+  const bool q4 = q4_rows_supported(w);
+  if (!q4 && !q8_rows_supported(w)) return ggml_mul_mat(ctx, w, x);
+  if (!xq.rows) xq.rows = q4_rows_quantize(ctx, x);
+  return q4 ? q4_rows_mul_mat(ctx, w, xq.rows) : q8_rows_mul_mat(ctx, w, xq.rows);
+}
+
 // The graph of one product of `rows` rows with w, as the model's graph does
-// it (q4_rows where the model uses it), its input set.
+// it (q4_rows or q8_rows where the model uses them), its input set.
 struct Product {
   ggml_context_ptr ctx;
   ggml_gallocr_ptr alloc;
@@ -125,13 +151,8 @@ Product make_product(const Weight& weight, int rows) {
   p.ctx = new_context(8, 16);
   ggml_tensor* x = ggml_new_tensor_2d(p.ctx.get(), GGML_TYPE_F32, weight.w->ne[0], rows);
   ggml_set_input(x);
-  ggml_tensor* y = q4_rows_supported(weight.w)
-                       ? q4_rows_mul_mat(p.ctx.get(), weight.w, q4_rows_quantize(p.ctx.get(), x))
-                   : q4k_rows_supported(weight.w)
-                       ? q4k_rows_mul_mat(p.ctx.get(), weight.w, q4k_rows_quantize(p.ctx.get(), x))
-                   : q5k_rows_supported(weight.w, rows)
-                       ? q5k_rows_mul_mat(p.ctx.get(), weight.w, q5k_rows_quantize(p.ctx.get(), x))
-                       : ggml_mul_mat(p.ctx.get(), weight.w, x);
+  QuantizedInput xq;
+  ggml_tensor* y = model_product(p.ctx.get(), weight.w, x, xq);
   ggml_set_output(y);
   p.graph = ggml_new_graph_custom(p.ctx.get(), 16, false);
   ggml_build_forward_expand(p.graph, y);
@@ -247,7 +268,7 @@ MatrixStack make_matrix_stack(ggml_type type, int64_t stream_bytes, int shrink) 
 // One decode step's products through the stack, `rows` rows, as a model's
 // layers run them: one node after another (each waits for the one before,
 // as in a model's graph), each product quantizing its input as graft's
-// kernel for the type does (q4_rows once per shared input).
+// kernel for the type does (once per shared input and form).
 Product make_stack_step(const MatrixStack& stack, int rows) {
   Product p;
   const size_t nodes = stack.weights.size() * 2 + 16;
@@ -261,25 +282,11 @@ Product make_stack_step(const MatrixStack& stack, int rows) {
   p.graph = ggml_new_graph_custom(ctx, nodes, false);
   constexpr size_t n_ref = std::size(kRefLayer);
   for (size_t il = 0; il * n_ref < stack.weights.size(); ++il) {
-    ggml_tensor* quantized[4] = {};
-    ggml_tensor* quantized_k[4] = {};
-    ggml_tensor* quantized_k5[4] = {};
+    QuantizedInput quantized[4];
     for (size_t j = 0; j < n_ref; ++j) {
       const Weight& w = stack.weights[il * n_ref + j];
       const int in = kRefLayer[j].input;
-      ggml_tensor* y = nullptr;
-      if (q4_rows_supported(w.w)) {
-        if (!quantized[in]) quantized[in] = q4_rows_quantize(ctx, inputs[in]);
-        y = q4_rows_mul_mat(ctx, w.w, quantized[in]);
-      } else if (q4k_rows_supported(w.w)) {
-        if (!quantized_k[in]) quantized_k[in] = q4k_rows_quantize(ctx, inputs[in]);
-        y = q4k_rows_mul_mat(ctx, w.w, quantized_k[in]);
-      } else if (q5k_rows_supported(w.w, rows)) {
-        if (!quantized_k5[in]) quantized_k5[in] = q5k_rows_quantize(ctx, inputs[in]);
-        y = q5k_rows_mul_mat(ctx, w.w, quantized_k5[in]);
-      } else {
-        y = ggml_mul_mat(ctx, w.w, inputs[in]);
-      }
+      ggml_tensor* y = model_product(ctx, w.w, inputs[in], quantized[in]);
       ggml_set_output(y);
       ggml_build_forward_expand(p.graph, y);
     }

@@ -129,7 +129,7 @@ struct GraphContext {
   int layer_end = -1;
   ggml_tensor* hidden_in = nullptr;
   bool hidden_out = false;
-  // Inputs of q4_rows products and their quantized form, which the
+  // Inputs of q4_rows and q8_rows products and their quantized form, which the
   // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
   // The same for q4k_rows' Q4_K and Q5_K products (their inputs quantized

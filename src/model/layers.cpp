@@ -8,6 +8,7 @@
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
+#include "model/q8_rows.h"
 
 namespace graft {
 
@@ -36,12 +37,15 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
                        /*beta_slow=*/1.0f);
 }
 
-// Through q4_rows (q4k_rows) when w suits it (the result is ggml's to the
-// bit), through ggml otherwise (always in training graphs: they have no
-// backward).
+// Through q4_rows, q8_rows or q4k_rows (Q4_K, Q5_K) when w suits one (the
+// result is ggml's to the bit), through ggml otherwise (always in training
+// graphs: they have no backward). Each input is quantized once for every
+// product that reads it, in the form its kernel reads (q4_rows and q8_rows
+// share one).
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
+  if (g.training || !ggml_is_contiguous(x)) return ggml_mul_mat(g.ctx, w, x);
   const bool q4k = q4k_rows_supported(w);  // Q4_K, Q5_K: q4k_rows, as q4_rows
-  if (!g.training && ggml_is_contiguous(x) && (q4k || q5k_rows_supported(w, x->ne[1]))) {
+  if (q4k || q5k_rows_supported(w, x->ne[1])) {
     auto& quantized = q4k ? g.quantized_k : g.quantized_k5;
     auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
     if (it == quantized.end())
@@ -49,10 +53,11 @@ ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
                             {x, q4k ? q4k_rows_quantize(g.ctx, x) : q5k_rows_quantize(g.ctx, x)});
     return q4k ? q4k_rows_mul_mat(g.ctx, w, it->second) : q5k_rows_mul_mat(g.ctx, w, it->second);
   }
-  if (g.training || !ggml_is_contiguous(x) || !q4_rows_supported(w)) return ggml_mul_mat(g.ctx, w, x);
+  const bool q4 = q4_rows_supported(w);
+  if (!(q4 || q8_rows_supported(w))) return ggml_mul_mat(g.ctx, w, x);
   auto it = std::find_if(g.quantized.begin(), g.quantized.end(), [&](const auto& e) { return e.first == x; });
   if (it == g.quantized.end()) it = g.quantized.insert(g.quantized.end(), {x, q4_rows_quantize(g.ctx, x)});
-  return q4_rows_mul_mat(g.ctx, w, it->second);
+  return q4 ? q4_rows_mul_mat(g.ctx, w, it->second) : q8_rows_mul_mat(g.ctx, w, it->second);
 }
 
 namespace {

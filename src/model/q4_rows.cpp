@@ -12,12 +12,13 @@
 #include <ggml-cpu.h>
 
 #include "model/cpu_repack.h"
+#include "model/rows_input.h"
 
 namespace graft {
 
 namespace {
 
-constexpr int kBlock = 32;   // Q4_0 and the 8-bit input blocks
+constexpr int kBlock = kInputBlock;  // Q4_0 and the 8-bit input blocks (model/rows_input.h)
 constexpr int kMaxRows = 8;  // rows per pass over the weights (two accumulators each stay in registers)
 // Many rows (prompts, training): the inputs in chunks that stay in L2 while
 // every column group passes over them, instead of all of them streamed
@@ -26,17 +27,10 @@ constexpr int kMaxRows = 8;  // rows per pass over the weights (two accumulators
 constexpr int64_t kChunkBlocks = 128;  // blocks of the inputs per pass
 constexpr int64_t kRowChunk = 64;      // rows per pass: with kChunkBlocks, 384 KB of inputs
 
-// One row's 32 inputs, quantized. The kernel multiplies unsigned weight
-// nibbles q (the true weight is q - 8) in lanes that each see one of two
-// sets of 16 of the 32 inputs (see Q4x8), so each lane starts from -8 times
-// the sum of its set's inputs.
-struct InputBlock {
-  int8_t q[kBlock];
-  int32_t bias[2];  // -8 * sum of q[k] for k in set 0, set 1
-  float d;          // the scale, rounded to F16 as ggml keeps it
-  int32_t pad;
-};
-static_assert(sizeof(InputBlock) == 48);
+// The inputs (InputBlock, model/rows_input.h): the kernel multiplies
+// unsigned weight nibbles q (the true weight is q - 8) in lanes that each see
+// one of two sets of 16 of the 32 inputs (see Q4x8), so each lane starts
+// from -8 times the sum of its set's inputs (InputBlock::bias).
 
 // Q4x8 (cpu_repack.h), read as 16 dwords per half: the bytes of each half
 // give lane 2c + s column c's weights 8h + 4s .. +3 (low nibbles) and
@@ -49,8 +43,6 @@ bool cpu_has_vnni512() {
                           __builtin_cpu_supports("fma");
   return has;
 }
-
-#define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
 
 // Blocks [i0, i1) of the rows of x quantized into out[b * n_rows + r].
 GRAFT_VNNI512 void quantize_blocks(const ggml_tensor* x, InputBlock* out, int64_t i0, int64_t i1) {

@@ -34,7 +34,8 @@ bool q4_rows_cpu();
 bool q4_rows_supported(const ggml_tensor* w);
 
 // x: F32 [n_in, n_rows], n_in a multiple of 32. The rows quantized once for
-// every q4_rows_mul_mat that reads them.
+// every q4_rows_mul_mat (and q8_rows_mul_mat, model/q8_rows.h) that reads
+// them.
 ggml_tensor* q4_rows_quantize(ggml_context* ctx, ggml_tensor* x);
 
 // w: [n_in, n_out] with q4_rows_supported(w); xq: q4_rows_quantize of
