@@ -44,7 +44,7 @@ run_graft() {
 }
 
 echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), threads: $THREADS, rounds: $ROUNDS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "graft: $(git -C "$ROOT" rev-parse --short HEAD); llama.cpp: $("$LLAMA_BIN/llama-bench" --version 2>&1 | grep -m1 version || echo '?')"
+echo "graft: $(git -C "$ROOT" rev-parse --short HEAD); llama.cpp: $("$LLAMA_BIN/llama-cli" --version 2>&1 | grep -m1 version || echo '?')"
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS ..." >&2
   if [ $((round % 2)) -eq 1 ]; then run_llama "$round"; run_graft "$round"; else run_graft "$round"; run_llama "$round"; fi

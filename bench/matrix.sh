@@ -111,7 +111,7 @@ run_graft() {  # type model round
 
 echo "threads: $THREADS, rounds: $ROUNDS, KV: $KV_TYPE, read bandwidth: $(awk "BEGIN {printf \"%.1f\", $BANDWIDTH / 1e9}") GB/s," \
   "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "graft: $(git -C "$ROOT" rev-parse --short HEAD); llama.cpp: $("$LLAMA_BIN/llama-bench" --version 2>&1 | grep -m1 version || echo '?')"
+echo "graft: $(git -C "$ROOT" rev-parse --short HEAD); llama.cpp: $("$LLAMA_BIN/llama-cli" --version 2>&1 | grep -m1 version || echo '?')"
 SIZES=()
 for type in $TYPES; do
   model=$(model_of "$type")
