@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "model/cpu_repack.h"
+#include "rows_test_data.h"
 
 namespace graft {
 namespace {
@@ -26,14 +27,9 @@ struct Products {
 
 // w [n_in, n_out] (random, Q4_0, repacked) times x [n_in, n_rows], both ways.
 Products multiply(int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> wf(size_t(n_in * n_out));
-  std::vector<float> xf(size_t(n_in * n_rows));
-  for (float& v : wf) v = normal(rng) * 0.05f;
-  for (float& v : xf) v = normal(rng);
-  for (int64_t r = 0; r < n_rows; ++r)
-    xf[size_t(r * n_in)] = 40.0f * float(r % 3);  // an outlier: a coarse scale
+  const testing::RowsTestData data = testing::rows_test_data(n_in, n_out, n_rows, seed);
+  const std::vector<float>& wf = data.w;
+  const std::vector<float>& xf = data.x;
   std::vector<uint8_t> wq(ggml_row_size(GGML_TYPE_Q4_0, n_in) * size_t(n_out));
   ggml_quantize_chunk(GGML_TYPE_Q4_0, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
 
