@@ -35,6 +35,7 @@ struct BenchOptions {
   int lora_rank = 0;  // > 0: also batched decode with a different adapter per row
   std::string lora_dtype = "f16";
   std::string kv_type = "f16";
+  bool weights_in_place = false;
 };
 
 double now() {
@@ -139,7 +140,9 @@ void run_bench(const BenchOptions& o) {
   auto parsed_rows = parse_rows(o.rows);
   if (!parsed_rows) fail(parsed_rows.error());
   const std::vector<int> rows = std::move(*parsed_rows);
-  auto loaded = Model::load(o.model);
+  ModelLoadOptions load;
+  load.copy_weights = !o.weights_in_place;
+  auto loaded = Model::load(o.model, load);
   if (!loaded) fail(loaded.error());
   Model& model = **loaded;
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -283,6 +286,8 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, q8_0 or q4_0")->capture_default_str();
+  cmd->add_flag("--weights-in-place", o->weights_in_place,
+                "Multiply the weights in place in the file's mapping instead of copies in huge-page memory");
   cmd->callback([o] { run_bench(*o); });
 }
 

@@ -38,6 +38,7 @@ struct ServeArgs {
   int http_threads = 1;
   double max_body_mib = 8;
   bool no_prefix_cache = false;
+  bool weights_in_place = false;
   std::string compute_nice = "5";
   std::vector<std::string> adapter_dirs;
   std::string force_adapter;
@@ -145,6 +146,7 @@ void serve(ServeArgs args) {
   options.kv_type = args.kv_type;
   options.step_tokens = args.batch;
   options.prefix_cache = !args.no_prefix_cache;
+  options.weights_in_place = args.weights_in_place;
   options.sampling_flags = args.sampling;
   options.compute_nice =
       args.compute_nice == "idle" ? EngineConfig::kComputeIdle : std::stoi(args.compute_nice);
@@ -358,6 +360,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 65536.0));
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Do not reuse the KV of earlier prompts");
+  cmd->add_flag("--weights-in-place", args->weights_in_place,
+                "Multiply the weights in place in the model file's mapping, shared with other processes "
+                "mapping the file, instead of copies in huge-page memory (slower decode)");
   for (const SamplingFlag& f : kSamplingFlags) {
     std::string field = f.field;
     cmd->add_option_function<double>(

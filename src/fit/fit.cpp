@@ -66,6 +66,7 @@ namespace {
 json memory_json(const MemoryBreakdown& m) {
   return json{{"weights_mapped", m.weights_mapped},
               {"weights_repacked", m.weights_repacked},
+              {"weights_copied", m.weights_copied},
               {"kv_cache", m.kv},
               {"compute", m.compute},
               {"adapters", m.adapters},
@@ -154,6 +155,7 @@ std::string to_text(const FitReport& r) {
   };
   line("weights (mapped)", m.weights_mapped, "read in place from the file");
   line("weights (repacked)", m.weights_repacked);
+  line("weights (copied)", m.weights_copied, "in huge pages");
   line("KV cache", m.kv, fmt::format("{} tokens", s.kv_budget_tokens));
   line("compute", m.compute, "measured: the graph of the largest batch");
   if (m.adapters > 0) line("adapter slots", m.adapters);

@@ -66,7 +66,8 @@ std::string dominant_type(const Model& model) {
 }  // namespace
 
 int64_t MemoryBreakdown::total() const {
-  return weights_mapped + weights_repacked + kv + compute + adapters + requests + tokenizer + fixed;
+  return weights_mapped + weights_repacked + weights_copied + kv + compute + adapters + requests + tokenizer +
+         fixed;
 }
 
 std::string format_bytes(int64_t bytes) {
@@ -146,7 +147,8 @@ MemoryBreakdown FitModel::memory(const ServeSettings& s) const {
   const ModelConfig& c = config();
   MemoryBreakdown m;
   m.weights_repacked = int64_t(layout_->repacked_bytes());
-  m.weights_mapped = int64_t(layout_->weight_bytes()) - m.weights_repacked;
+  m.weights_copied = int64_t(layout_->copied_bytes());
+  m.weights_mapped = int64_t(layout_->weight_bytes()) - m.weights_repacked - m.weights_copied;
   const int sequences = max_sequences(s.parallel);
   const KvCache::Footprint kv = KvCache::footprint(c, s.kv_type);
   m.kv =
@@ -188,10 +190,11 @@ FitAnswer solve(const FitModel& model, const ServeSettings& settings, int64_t us
   a.need = model.memory(settings);
   a.fits = a.need.total() <= usable;
   const MemoryBreakdown& n = a.need;
-  const std::string parts = fmt::format(
-      "weights {}, KV cache {} ({} tokens), compute {}, other {}",
-      format_bytes(n.weights_mapped + n.weights_repacked), format_bytes(n.kv), settings.kv_budget_tokens,
-      format_bytes(n.compute), format_bytes(n.adapters + n.requests + n.tokenizer + n.fixed));
+  const std::string parts =
+      fmt::format("weights {}, KV cache {} ({} tokens), compute {}, other {}",
+                  format_bytes(n.weights_mapped + n.weights_repacked + n.weights_copied), format_bytes(n.kv),
+                  settings.kv_budget_tokens, format_bytes(n.compute),
+                  format_bytes(n.adapters + n.requests + n.tokenizer + n.fixed));
   a.reason =
       a.fits ? fmt::format("needs {} ({}) of {} usable", format_bytes(n.total()), parts, format_bytes(usable))
              : fmt::format("needs {} ({}) but only {} is usable", format_bytes(n.total()), parts,

@@ -39,6 +39,7 @@ struct ServeSettings {
 struct MemoryBreakdown {
   int64_t weights_mapped = 0;    // read in place from the file's mapping (resident once read)
   int64_t weights_repacked = 0;  // copies in a repacked layout (their mapped pages are released)
+  int64_t weights_copied = 0;    // copies as they are in huge-page memory (their mapped pages are released)
   int64_t kv = 0;                // KV cells and per-sequence state
   int64_t compute = 0;           // ggml's allocator buffer for the largest batch, plus the CPU work buffer
   int64_t adapters = 0;          // mounted LoRA slots

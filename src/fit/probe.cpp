@@ -16,6 +16,7 @@
 #include <ggml-cpu.h>
 
 #include "fit/system.h"
+#include "io/reserved_memory.h"
 #include "model/cpu_backend.h"
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
@@ -85,10 +86,11 @@ void fill(std::vector<float>& v, uint32_t seed) {
 }
 
 // A weight matrix placed as the model loader places it (repacked where the
-// CPU backend would repack it), holding one quantized row over and over:
+// CPU backend would repack it, else copied into huge pages), holding one quantized row over and over:
 // the kernels' speed does not depend on the values, only on the bytes.
 struct Weight {
   ggml_context_ptr ctx;
+  ReservedMemory memory;  // for a matrix the loader copies as it is
   ggml_backend_buffer_ptr buffer;
   ggml_tensor* w = nullptr;
   int64_t bytes() const { return int64_t(ggml_nbytes(w)); }
@@ -99,8 +101,19 @@ Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
   m.ctx = new_context(1);
   m.w = ggml_new_tensor_2d(m.ctx.get(), type, n_in, n_out);
   ggml_backend_buffer_type_t repack = repack_buffer_type();
-  ggml_backend_buffer_type_t buft = repacks(repack, m.w) ? repack : ggml_backend_cpu_buffer_type();
-  m.buffer.reset(ggml_backend_buft_alloc_buffer(buft, ggml_backend_buft_get_alloc_size(buft, m.w)));
+  if (repacks(repack, m.w)) {
+    const size_t size = ggml_backend_buft_get_alloc_size(repack, m.w);
+    m.buffer.reset(ggml_backend_buft_alloc_buffer(repack, size));
+    advise_huge_pages(ggml_backend_buffer_get_base(m.buffer.get()), size);
+  } else {
+    auto memory = ReservedMemory::reserve(ggml_nbytes(m.w));
+    if (memory) {
+      m.memory = std::move(*memory);
+      m.buffer.reset(ggml_backend_cpu_buffer_from_ptr(m.memory.data(), ggml_nbytes(m.w)));
+    } else {
+      m.buffer.reset(ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), ggml_nbytes(m.w)));
+    }
+  }
   ggml_backend_tensor_alloc(m.buffer.get(), m.w, ggml_backend_buffer_get_base(m.buffer.get()));
   std::vector<float> row(static_cast<size_t>(n_in));
   fill(row, 7);

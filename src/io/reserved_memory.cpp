@@ -10,6 +10,19 @@
 
 namespace graft {
 
+void advise_huge_pages(void* data, size_t size) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + ReservedMemory::kHugePage - 1) /
+                          ReservedMemory::kHugePage * ReservedMemory::kHugePage;
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(data) + size) / ReservedMemory::kHugePage * ReservedMemory::kHugePage;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
+
 Result<ReservedMemory> ReservedMemory::reserve(size_t bytes) {
   if (bytes > SIZE_MAX - kHugePage) {
     return errorf("out_of_memory", "cannot reserve {} MiB of memory: too large", bytes >> 20);
@@ -25,9 +38,7 @@ Result<ReservedMemory> ReservedMemory::reserve(size_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(p);
   m.data_ = reinterpret_cast<uint8_t*>((start + kHugePage - 1) / kHugePage * kHugePage);
   m.size_ = bytes;
-#ifdef MADV_HUGEPAGE
-  ::madvise(m.data_, bytes, MADV_HUGEPAGE);  // best effort
-#endif
+  advise_huge_pages(m.data_, bytes);
   return m;
 }
 

@@ -13,6 +13,11 @@
 
 namespace graft {
 
+// Asks the kernel (best effort) to back the whole huge pages inside
+// [data, data + size) of anonymous memory with huge pages. Call it before
+// the memory is first written.
+void advise_huge_pages(void* data, size_t size);
+
 class ReservedMemory {
  public:
   static constexpr size_t kHugePage = size_t(2) << 20;

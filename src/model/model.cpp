@@ -149,7 +149,7 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path, const ModelL
 }
 
 Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
-  WeightsLoader loader(gguf_, file_, config_, options.repack);
+  WeightsLoader loader(gguf_, file_, config_, options);
   ModelConfig& c = config_;
   const int64_t n_embd = c.n_embd, n_q = c.n_embd_q(), n_kv = c.n_embd_kv(), n_ff = c.n_ff;
   GRAFT_TRY(weights_.tok_embd, loader.input("token_embd.weight", {n_embd, -1}));
@@ -196,9 +196,11 @@ Status Model::load_weights(const ModelLoadOptions& options, bool layout_only) {
   if (arch_->load_weights) GRAFT_TRY_STATUS(arch_->load_weights(loader, c, weights_));
   GRAFT_TRY(LoadedWeights loaded, layout_only ? loader.finish_layout() : loader.finish());
   tensor_ctx_ = std::move(loaded.ctx);
+  memory_ = std::move(loaded.memory);
   buffers_ = std::move(loaded.buffers);
   weight_bytes_ = loaded.weight_bytes;
   repacked_bytes_ = loaded.repacked_bytes;
+  copied_bytes_ = loaded.copied_bytes;
   return {};
 }
 

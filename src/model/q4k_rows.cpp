@@ -477,8 +477,7 @@ ggml_tensor* q4k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq
 
 bool q5k_rows_supported(const ggml_tensor* w, int64_t n_rows) {
   if (n_rows < 3 || !q4_rows_cpu() || w->type != GGML_TYPE_Q5_K || w->ne[0] % kBlock != 0 ||
-      w->ne[1] % 8 != 0 || w->ne[2] != 1 || w->ne[3] != 1 || !ggml_is_contiguous(w) || !w->buffer ||
-      !w->data) {
+      w->ne[1] % 8 != 0 || w->ne[2] != 1 || w->ne[3] != 1 || !ggml_is_contiguous(w) || !w->buffer) {
     return false;
   }
   // Q5_K as files store it: in host memory, not repacked (a ggml that

@@ -100,7 +100,9 @@ std::unique_ptr<ServedModel> ServedModel::assemble(std::string id, std::shared_p
 
 Result<std::unique_ptr<ServedModel>> ServedModel::load(const ServeOptions& options, int64_t kv_budget_bytes) {
   std::unique_ptr<ServedModel> served(new ServedModel());
-  GRAFT_TRY(served->model_, Model::load(options.model_path));
+  ModelLoadOptions load;
+  load.copy_weights = !options.weights_in_place;
+  GRAFT_TRY(served->model_, Model::load(options.model_path, load));
   const GgufFile& gguf = served->model_->gguf();
   const ModelConfig& config = served->model_->config();
   GRAFT_TRY(served->tokenizer_, Tokenizer::from_gguf(gguf));

@@ -29,6 +29,8 @@ struct ServeOptions {
   std::string kv_type = "f16";       // f16, q8_0 or q4_0
   int step_tokens = 512;             // most rows in one batch
   bool prefix_cache = true;
+  // Multiply the weights in place in the file's mapping (ModelLoadOptions::copy_weights off).
+  bool weights_in_place = false;
   int compute_nice = 5;  // compute threads' niceness, or EngineConfig::kComputeIdle
   // Sampling defaults set by flags, by request field name ("temperature", "top_k", ...):
   // they win over the model's recommendations (sampling_defaults.h).

@@ -138,7 +138,7 @@ describe('GET /fit', () => {
     assert.equal(body.model.arch, 'qwen3');
     assert.equal(body.model.quantization, 'F16');
     const m = body.memory;
-    assert.equal(m.total, m.weights_mapped + m.weights_repacked + m.kv_cache + m.compute + m.adapters + m.requests +
+    assert.equal(m.total, m.weights_mapped + m.weights_repacked + m.weights_copied + m.kv_cache + m.compute + m.adapters + m.requests +
                  m.tokenizer + m.fixed);
     assert.equal(body.machines.length, 6);
     assert.deepEqual(body.machines.map((r) => r.memory_gib), [8, 16, 24, 32, 64, 128]);

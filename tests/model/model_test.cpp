@@ -119,20 +119,66 @@ TEST(ModelLoad, TiedOutputReusesTheEmbedding) {
   EXPECT_EQ((*model)->weights().output, (*model)->weights().tok_embd);
 }
 
-TEST(ModelLoad, WeightsStayInTheFileMapUnlessRepacked) {
-  const std::string path = tiny("llama", "f16");
-  auto model = Model::load(path);
-  ASSERT_TRUE(model.ok());
-  EXPECT_EQ((*model)->repacked_bytes(), 0u);  // no repacked layout for F16 on the CPU backend
-  EXPECT_LE((*model)->weight_bytes(), std::filesystem::file_size(path));
-  // The weights point into the mapping, not into a copy.
-  const ggml_tensor* w = (*model)->weights().layers[1].ffn_down;
-  const GgufTensorInfo* info = (*model)->gguf().find_tensor("blk.1.ffn_down.weight");
+// The first 64 bytes of a tensor's data in the file.
+std::vector<char> file_bytes(const std::string& path, const Model& model, const std::string& name) {
+  const GgufTensorInfo* info = model.gguf().find_tensor(name);
   std::ifstream file(path, std::ios::binary);
   file.seekg(std::streamoff(info->offset));
   std::vector<char> bytes(64);
   file.read(bytes.data(), 64);
-  EXPECT_EQ(std::memcmp(w->data, bytes.data(), 64), 0);
+  return bytes;
+}
+
+TEST(ModelLoad, MatricesAreCopiedIntoHugePagesAndTheRestStaysInTheFileMap) {
+  const std::string path = tiny("llama", "f16");
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok());
+  const Model& m = **model;
+  EXPECT_EQ(m.repacked_bytes(), 0u);  // no repacked layout for F16 on the CPU backend
+  EXPECT_LE(m.weight_bytes(), std::filesystem::file_size(path));
+  const ggml_tensor* w = m.weights().layers[1].ffn_down;
+  const ggml_tensor* norm = m.weights().layers[1].ffn_norm;
+  const auto* map = static_cast<const uint8_t*>(norm->data);  // somewhere in the mapping
+  const GgufTensorInfo* norm_info = m.gguf().find_tensor("blk.1.ffn_norm.weight");
+  const uint8_t* map_start = map - norm_info->offset;
+  const size_t file_size = std::filesystem::file_size(path);
+  auto in_map = [&](const ggml_tensor* t) {
+    const auto* p = static_cast<const uint8_t*>(t->data);
+    return p >= map_start && p < map_start + file_size;
+  };
+  // The matrix is a copy (the same bytes, outside the mapping), 64-byte aligned.
+  EXPECT_FALSE(in_map(w));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w->data) % 64, 0u);
+  EXPECT_EQ(std::memcmp(w->data, file_bytes(path, m, "blk.1.ffn_down.weight").data(), 64), 0);
+  EXPECT_GT(m.copied_bytes(), ggml_nbytes(w) * m.config().n_layer);
+  // Norms and the token embedding (read by rows) stay in the mapping.
+  EXPECT_TRUE(in_map(norm));
+  EXPECT_TRUE(in_map(m.weights().tok_embd));
+  EXPECT_EQ(std::memcmp(norm->data, file_bytes(path, m, "blk.1.ffn_norm.weight").data(), 64), 0);
+
+  // Told not to copy: everything is read in place.
+  ModelLoadOptions in_place;
+  in_place.copy_weights = false;
+  auto mapped = Model::load(path, in_place);
+  ASSERT_TRUE(mapped.ok());
+  EXPECT_EQ((*mapped)->copied_bytes(), 0u);
+  EXPECT_EQ((*mapped)->weight_bytes(), m.weight_bytes());
+  const ggml_tensor* w2 = (*mapped)->weights().layers[1].ffn_down;
+  EXPECT_EQ(std::memcmp(w2->data, file_bytes(path, m, "blk.1.ffn_down.weight").data(), 64), 0);
+  EXPECT_EQ(static_cast<const uint8_t*>(w2->data) -
+                static_cast<const uint8_t*>((*mapped)->weights().layers[1].ffn_norm->data),
+            std::ptrdiff_t(m.gguf().find_tensor("blk.1.ffn_down.weight")->offset) -
+                std::ptrdiff_t(norm_info->offset));
+}
+
+TEST(ModelLoad, ATiedEmbeddingIsCopiedOnceAndReadByRowsFromTheCopy) {
+  TestModelSpec spec = testing::tiny_spec("llama", "llama-spm", "f16");
+  spec.tied_output = true;
+  auto model = Model::load(testing::test_model_path(spec));
+  ASSERT_TRUE(model.ok());
+  const ModelWeights& w = (*model)->weights();
+  EXPECT_EQ(w.output, w.tok_embd);  // one tensor: the copy
+  EXPECT_GE((*model)->copied_bytes(), ggml_nbytes(w.tok_embd));
 }
 
 TEST(ModelLoad, Q4_0WeightsAreRepackedWhereTheCpuHasKernelsForIt) {
