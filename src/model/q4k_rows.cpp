@@ -139,12 +139,30 @@ GRAFT_VNNI512 inline __m512i unpack_scales(__m512i lo, __m512i hi, int h) {
   return _mm512_mask_blend_epi32(0xAAAA, low6, _mm512_or_si512(low4, high2));
 }
 
+// One row's sums over 64 inputs p of a block (lo, hi: the weights' nibbles
+// unpacked) times each half's scale: lane 2c + s column c's sum over its
+// weights 4s .. 4s + 3 of each 8.
+GRAFT_VNNI512 inline __m512i scaled_sums(const int8_t* q, const __m512i* lo, const __m512i* hi,
+                                         __m512i scales) {
+  __m512i s0 = _mm512_setzero_si512();
+  __m512i s1 = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    int64_t q0, q1;
+    std::memcpy(&q0, q + 8 * k, 8);
+    std::memcpy(&q1, q + 32 + 8 * k, 8);
+    s0 = _mm512_dpbusd_epi32(s0, lo[k], _mm512_set1_epi64(q0));
+    s1 = _mm512_dpbusd_epi32(s1, hi[k], _mm512_set1_epi64(q1));
+  }
+  // Each half's sum (16 products, within 16 bits) times its scale.
+  return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
+}
+
 // Columns [8g, 8g + 8) of R rows (row r's blocks at in + r * nb), over all
-// nb blocks. Lane 2c + s of the products holds column c's weights 4s .. 4s + 3
-// of each 8 (see Q4Kx8), so both lanes of column c end up with its sums. With
-// kEvery64 the sums are scaled and added once per 64 inputs (ggml's order for
-// rows in groups of four), otherwise once per 256 (its order for the rest).
-template <int R, bool kEvery64>
+// nb blocks, the sums scaled and added once per 256 inputs (ggml's order for
+// the rows after the groups of four; paired_column_group has theirs). Lane
+// 2c + s of the products holds column c's weights 4s .. 4s + 3 of each 8
+// (see Q4Kx8), so both lanes of column c end up with its sums.
+template <int R>
 GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in, float* dst,
                                 int64_t dst_stride) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -189,38 +207,15 @@ GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in
       }
       for (int r = 0; r < R; ++r) {
         const InputBlock& a = in[r * nb + b];
-        const int8_t* q = a.q + 64 * p;
-        __m512i s0 = _mm512_setzero_si512();
-        __m512i s1 = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) {
-          int64_t q0, q1;
-          std::memcpy(&q0, q + 8 * k, 8);
-          std::memcpy(&q1, q + 32 + 8 * k, 8);
-          s0 = _mm512_dpbusd_epi32(s0, lo[k], _mm512_set1_epi64(q0));
-          s1 = _mm512_dpbusd_epi32(s1, hi[k], _mm512_set1_epi64(q1));
-        }
-        // Each half's sum (16 products, within 16 bits) times its scale.
-        const __m512i s =
-            _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
-        const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p]));
-        if constexpr (kEvery64) {
-          const __m512 da = _mm512_set1_ps(a.d);
-          const __m512i col = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-          acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmw, da), acc_min[r]);
-        } else {
-          isum[r] = _mm512_add_epi32(isum[r], s);
-          imin[r] = _mm512_add_epi32(imin[r], m);
-        }
+        isum[r] = _mm512_add_epi32(isum[r], scaled_sums(a.q + 64 * p, lo, hi, scales));
+        imin[r] = _mm512_add_epi32(imin[r], _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p])));
       }
     }
-    if constexpr (!kEvery64) {
-      for (int r = 0; r < R; ++r) {
-        const __m512 da = _mm512_set1_ps(in[r * nb + b].d);
-        const __m512i col = _mm512_add_epi32(isum[r], _mm512_shuffle_epi32(isum[r], _MM_PERM_CDAB));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-        acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(dmw, da), acc_min[r]);
-      }
+    for (int r = 0; r < R; ++r) {
+      const __m512 da = _mm512_set1_ps(in[r * nb + b].d);
+      const __m512i col = _mm512_add_epi32(isum[r], _mm512_shuffle_epi32(isum[r], _MM_PERM_CDAB));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
+      acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(dmw, da), acc_min[r]);
     }
   }
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -230,29 +225,11 @@ GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in
   }
 }
 
-// One row's sums over 64 inputs p of a block (lo, hi: the weights' nibbles
-// unpacked) times each half's scale: lane 2c + s column c's sum over its
-// weights 4s .. 4s + 3 of each 8.
-GRAFT_VNNI512 inline __m512i scaled_sums(const int8_t* q, const __m512i* lo, const __m512i* hi,
-                                         __m512i scales) {
-  __m512i s0 = _mm512_setzero_si512();
-  __m512i s1 = _mm512_setzero_si512();
-  for (int k = 0; k < 4; ++k) {
-    int64_t q0, q1;
-    std::memcpy(&q0, q + 8 * k, 8);
-    std::memcpy(&q1, q + 32 + 8 * k, 8);
-    s0 = _mm512_dpbusd_epi32(s0, lo[k], _mm512_set1_epi64(q0));
-    s1 = _mm512_dpbusd_epi32(s1, hi[k], _mm512_set1_epi64(q1));
-  }
-  // Each half's sum (16 products, within 16 bits) times its scale.
-  return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
-}
-
-// column_group<R, true> (R a multiple of two), in pairs of rows: lane 2c of
-// a pair's accumulators holds column c of its first row, lane 2c + 1 that of
-// its second, so the convert, scale and add after each 64 inputs serve two
-// rows at once. The same operations on each lane's values as
-// column_group's, so the same result to the bit.
+// Columns [8g, 8g + 8) of R rows (R a multiple of four), the sums scaled
+// and added once per 64 inputs (ggml's order for rows in groups of four), in
+// pairs of rows: lane 2c of a pair's accumulators holds column c of its
+// first row, lane 2c + 1 that of its second, so the convert, scale and add
+// after each 64 inputs serve two rows at once.
 template <int R>
 GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in, float* dst,
                                        int64_t dst_stride) {
@@ -263,7 +240,7 @@ GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBl
   // Lane 2c takes a's lane 2c (even) or 2c + 1 (odd), lane 2c + 1 b's.
   const __m512i take_even = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
   const __m512i take_odd = _mm512_set_epi32(31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
-  alignas(64) int16_t scale_idx[32], min_idx[32];  // as column_group's
+  alignas(64) int16_t scale_idx[32], min_idx[32];  // as column_group's (see there)
   for (int l = 0; l < 16; ++l) {
     for (int h = 0; h < 2; ++h) {
       scale_idx[2 * l + h] = int16_t(16 * h + l / 2);
@@ -349,7 +326,7 @@ ColumnGroupFn grouped_kernel(int64_t rows) {
 
 // The last n_rows % 4 rows, one to three (ggml's order for them).
 ColumnGroupFn single_kernel(int64_t rows) {
-  return rows == 1 ? &column_group<1, false> : rows == 2 ? &column_group<2, false> : &column_group<3, false>;
+  return rows == 1 ? &column_group<1> : rows == 2 ? &column_group<2> : &column_group<3>;
 }
 
 // Each thread a share of the groups of 8 columns, all rows.
