@@ -137,12 +137,17 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
     const InputBlock* a = in + b * n_rows + r0;
     for (int p = 0; p < kPairs; ++p) {
       const InputBlock& xa = a[2 * p];
-      const InputBlock& xb = 2 * p + 1 < R ? a[2 * p + 1] : xa;
       const __m512i sa = block_sums(xa, lo0, lo1, hi0, hi1);
-      const __m512i sb = 2 * p + 1 < R ? block_sums(xb, lo0, lo1, hi0, hi1) : sa;
       // Each row's whole block sum per column, which is then scaled and
       // added as ggml does (one fused multiply-add per block, in block
       // order), so the result is ggml's to the bit.
+      if (2 * p + 1 == R) {  // an odd last row alone: its sums in both lanes
+        const __m512i s = _mm512_add_epi32(sa, _mm512_shuffle_epi32(sa, _MM_PERM_CDAB));
+        acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xa.d)), acc[p]);
+        continue;
+      }
+      const InputBlock& xb = a[2 * p + 1];
+      const __m512i sb = block_sums(xb, lo0, lo1, hi0, hi1);
       const __m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, take_even, sb),
                                          _mm512_permutex2var_epi32(sa, take_odd, sb));
       const __m512 dx = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(xa.d), _mm512_set1_ps(xb.d));
