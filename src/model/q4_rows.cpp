@@ -19,7 +19,8 @@ namespace graft {
 namespace {
 
 constexpr int kBlock = kInputBlock;  // Q4_0 and the 8-bit input blocks (model/rows_input.h)
-constexpr int kMaxRows = 8;  // rows per pass over the weights (two accumulators each stay in registers)
+constexpr int kMaxRows =
+    16;  // rows per pass over the weights (their accumulators, one per pair, stay in registers)
 // Many rows (prompts, training): the inputs in chunks that stay in L2 while
 // every column group passes over them, instead of all of them streamed
 // again from memory for each group. Each chunk's sums are added to the
@@ -81,19 +82,45 @@ void quantize_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   quantize_blocks(x, static_cast<InputBlock*>(dst->data), total * ith / nth, total * (ith + 1) / nth);
 }
 
+// One row's integer sums over a block of 8 columns (lo0 .. hi1, unpacked):
+// lane 2c + s the sum over set s of column c's weights.
+GRAFT_VNNI512 inline __m512i block_sums(const InputBlock& x, __m512i lo0, __m512i lo1, __m512i hi0,
+                                        __m512i hi1) {
+  int64_t q[4];
+  int64_t bias;
+  std::memcpy(q, x.q, sizeof(q));
+  std::memcpy(&bias, x.bias, sizeof(bias));
+  __m512i s = _mm512_set1_epi64(bias);
+  s = _mm512_dpbusd_epi32(s, lo0, _mm512_set1_epi64(q[0]));
+  s = _mm512_dpbusd_epi32(s, lo1, _mm512_set1_epi64(q[1]));
+  s = _mm512_dpbusd_epi32(s, hi0, _mm512_set1_epi64(q[2]));
+  return _mm512_dpbusd_epi32(s, hi1, _mm512_set1_epi64(q[3]));
+}
+
 // Columns [8g, 8g + 8) of rows r0 .. r0 + R - 1, over nb blocks (added to
-// dst's values with add).
+// dst's values with add). Rows go in pairs: lane 2c of a pair's accumulator
+// holds column c of its first row, lane 2c + 1 that of its second, so the
+// convert, scale and add that follow each block's integer sums serve two
+// rows at once (an odd last row fills both lanes itself).
 template <int R>
 GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlock* in, int64_t n_rows,
                                        int64_t r0, float* dst, int64_t dst_stride, bool add) {
+  constexpr int kPairs = (R + 1) / 2;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) {
-    // Both lanes of column c hold its sum (see below).
-    acc[r] = add ? _mm512_permutexvar_ps(pair,
-                                         _mm512_castps256_ps512(_mm256_loadu_ps(dst + (r0 + r) * dst_stride)))
+  // Lane 2c takes a's lane 2c (even) or 2c + 1 (odd), lane 2c + 1 b's.
+  const __m512i take_even = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  const __m512i take_odd = _mm512_set_epi32(31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
+  // Two rows' 8 columns, interleaved.
+  const __m512i interleave = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  __m512 acc[kPairs];
+  for (int p = 0; p < kPairs; ++p) {
+    const int64_t ra = r0 + 2 * p;
+    const int64_t rb = 2 * p + 1 < R ? ra + 1 : ra;
+    acc[p] = add ? _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm256_loadu_ps(dst + ra * dst_stride)),
+                                          interleave,
+                                          _mm512_castps256_ps512(_mm256_loadu_ps(dst + rb * dst_stride)))
                  : _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
@@ -108,27 +135,34 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
         pair,
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
     const InputBlock* a = in + b * n_rows + r0;
-    for (int r = 0; r < R; ++r) {
-      int64_t q[4];
-      int64_t bias;
-      std::memcpy(q, a[r].q, sizeof(q));
-      std::memcpy(&bias, a[r].bias, sizeof(bias));
-      __m512i s = _mm512_set1_epi64(bias);
-      s = _mm512_dpbusd_epi32(s, lo0, _mm512_set1_epi64(q[0]));
-      s = _mm512_dpbusd_epi32(s, lo1, _mm512_set1_epi64(q[1]));
-      s = _mm512_dpbusd_epi32(s, hi0, _mm512_set1_epi64(q[2]));
-      s = _mm512_dpbusd_epi32(s, hi1, _mm512_set1_epi64(q[3]));
-      // Both lanes of column c get its whole block sum, which is then scaled
-      // and added as ggml does (one fused multiply-add per block, in block
+    for (int p = 0; p < kPairs; ++p) {
+      const InputBlock& xa = a[2 * p];
+      const __m512i sa = block_sums(xa, lo0, lo1, hi0, hi1);
+      // Each row's whole block sum per column, which is then scaled and
+      // added as ggml does (one fused multiply-add per block, in block
       // order), so the result is ggml's to the bit.
-      s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a[r].d)), acc[r]);
+      if (2 * p + 1 == R) {  // an odd last row alone: its sums in both lanes
+        const __m512i s = _mm512_add_epi32(sa, _mm512_shuffle_epi32(sa, _MM_PERM_CDAB));
+        acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xa.d)), acc[p]);
+        continue;
+      }
+      const InputBlock& xb = a[2 * p + 1];
+      const __m512i sb = block_sums(xb, lo0, lo1, hi0, hi1);
+      const __m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, take_even, sb),
+                                         _mm512_permutex2var_epi32(sa, take_odd, sb));
+      const __m512 dx = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(xa.d), _mm512_set1_ps(xb.d));
+      acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[p]);
     }
   }
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(dst + (r0 + r) * dst_stride,
-                     _mm512_castps512_ps256(_mm512_permutexvar_ps(even, acc[r])));
+  const __m512i odd = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int p = 0; p < kPairs; ++p) {
+    const int64_t ra = r0 + 2 * p;
+    _mm256_storeu_ps(dst + ra * dst_stride, _mm512_castps512_ps256(_mm512_permutexvar_ps(even, acc[p])));
+    if (2 * p + 1 < R) {
+      _mm256_storeu_ps(dst + (ra + 1) * dst_stride,
+                       _mm512_castps512_ps256(_mm512_permutexvar_ps(odd, acc[p])));
+    }
   }
 }
 

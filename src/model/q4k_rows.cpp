@@ -16,8 +16,9 @@ namespace graft {
 
 namespace {
 
-constexpr int kBlock = 256;  // Q4_K and the 8-bit input blocks
-constexpr int kMaxRows = 8;  // rows per pass over the weights
+constexpr int kBlock = 256;    // Q4_K and the 8-bit input blocks
+constexpr int kMaxRows = 16;   // Q4_K: rows in groups of four per pass over the weights
+constexpr int kQ5MaxRows = 8;  // Q5_K: rows per pass (four accumulators each stay in registers)
 // Many rows: the rows in chunks whose quantized inputs (about this many
 // bytes) stay in L2 while every column group passes over them.
 constexpr int64_t kChunkBytes = 384 * 1024;
@@ -138,12 +139,30 @@ GRAFT_VNNI512 inline __m512i unpack_scales(__m512i lo, __m512i hi, int h) {
   return _mm512_mask_blend_epi32(0xAAAA, low6, _mm512_or_si512(low4, high2));
 }
 
+// One row's sums over 64 inputs p of a block (lo, hi: the weights' nibbles
+// unpacked) times each half's scale: lane 2c + s column c's sum over its
+// weights 4s .. 4s + 3 of each 8.
+GRAFT_VNNI512 inline __m512i scaled_sums(const int8_t* q, const __m512i* lo, const __m512i* hi,
+                                         __m512i scales) {
+  __m512i s0 = _mm512_setzero_si512();
+  __m512i s1 = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    int64_t q0, q1;
+    std::memcpy(&q0, q + 8 * k, 8);
+    std::memcpy(&q1, q + 32 + 8 * k, 8);
+    s0 = _mm512_dpbusd_epi32(s0, lo[k], _mm512_set1_epi64(q0));
+    s1 = _mm512_dpbusd_epi32(s1, hi[k], _mm512_set1_epi64(q1));
+  }
+  // Each half's sum (16 products, within 16 bits) times its scale.
+  return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
+}
+
 // Columns [8g, 8g + 8) of R rows (row r's blocks at in + r * nb), over all
-// nb blocks. Lane 2c + s of the products holds column c's weights 4s .. 4s + 3
-// of each 8 (see Q4Kx8), so both lanes of column c end up with its sums. With
-// kEvery64 the sums are scaled and added once per 64 inputs (ggml's order for
-// rows in groups of four), otherwise once per 256 (its order for the rest).
-template <int R, bool kEvery64>
+// nb blocks, the sums scaled and added once per 256 inputs (ggml's order for
+// the rows after the groups of four; paired_column_group has theirs). Lane
+// 2c + s of the products holds column c's weights 4s .. 4s + 3 of each 8
+// (see Q4Kx8), so both lanes of column c end up with its sums.
+template <int R>
 GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in, float* dst,
                                 int64_t dst_stride) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -188,44 +207,97 @@ GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in
       }
       for (int r = 0; r < R; ++r) {
         const InputBlock& a = in[r * nb + b];
-        const int8_t* q = a.q + 64 * p;
-        __m512i s0 = _mm512_setzero_si512();
-        __m512i s1 = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) {
-          int64_t q0, q1;
-          std::memcpy(&q0, q + 8 * k, 8);
-          std::memcpy(&q1, q + 32 + 8 * k, 8);
-          s0 = _mm512_dpbusd_epi32(s0, lo[k], _mm512_set1_epi64(q0));
-          s1 = _mm512_dpbusd_epi32(s1, hi[k], _mm512_set1_epi64(q1));
-        }
-        // Each half's sum (16 products, within 16 bits) times its scale.
-        const __m512i s =
-            _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
-        const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p]));
-        if constexpr (kEvery64) {
-          const __m512 da = _mm512_set1_ps(a.d);
-          const __m512i col = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-          acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmw, da), acc_min[r]);
-        } else {
-          isum[r] = _mm512_add_epi32(isum[r], s);
-          imin[r] = _mm512_add_epi32(imin[r], m);
-        }
+        isum[r] = _mm512_add_epi32(isum[r], scaled_sums(a.q + 64 * p, lo, hi, scales));
+        imin[r] = _mm512_add_epi32(imin[r], _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p])));
       }
     }
-    if constexpr (!kEvery64) {
-      for (int r = 0; r < R; ++r) {
-        const __m512 da = _mm512_set1_ps(in[r * nb + b].d);
-        const __m512i col = _mm512_add_epi32(isum[r], _mm512_shuffle_epi32(isum[r], _MM_PERM_CDAB));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-        acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(dmw, da), acc_min[r]);
-      }
+    for (int r = 0; r < R; ++r) {
+      const __m512 da = _mm512_set1_ps(in[r * nb + b].d);
+      const __m512i col = _mm512_add_epi32(isum[r], _mm512_shuffle_epi32(isum[r], _MM_PERM_CDAB));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
+      acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(dmw, da), acc_min[r]);
     }
   }
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(dst + r * dst_stride,
                      _mm512_castps512_ps256(_mm512_permutexvar_ps(even, _mm512_sub_ps(acc[r], acc_min[r]))));
+  }
+}
+
+// Columns [8g, 8g + 8) of R rows (R a multiple of four), the sums scaled
+// and added once per 64 inputs (ggml's order for rows in groups of four), in
+// pairs of rows: lane 2c of a pair's accumulators holds column c of its
+// first row, lane 2c + 1 that of its second, so the convert, scale and add
+// after each 64 inputs serve two rows at once.
+template <int R>
+GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in, float* dst,
+                                       int64_t dst_stride) {
+  static_assert(R % 2 == 0);
+  constexpr int kPairs = R / 2;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  // Lane 2c takes a's lane 2c (even) or 2c + 1 (odd), lane 2c + 1 b's.
+  const __m512i take_even = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+  const __m512i take_odd = _mm512_set_epi32(31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
+  alignas(64) int16_t scale_idx[32], min_idx[32];  // as column_group's (see there)
+  for (int l = 0; l < 16; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      scale_idx[2 * l + h] = int16_t(16 * h + l / 2);
+      min_idx[2 * l + h] = int16_t(16 * h + 8 + l / 2);
+    }
+  }
+  const __m512i sidx = _mm512_load_si512(scale_idx);
+  const __m512i midx = _mm512_load_si512(min_idx);
+  __m512 acc[kPairs], acc_min[kPairs];
+  for (int r = 0; r < kPairs; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4Kx8& blk = w[b];
+    const __m512 dw = _mm512_permutexvar_ps(
+        pair,
+        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
+    const __m512 dmw = _mm512_permutexvar_ps(
+        pair,
+        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin)))));
+    const __m512i sc_lo = _mm512_loadu_si512(blk.scales);
+    const __m512i sc_hi =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales + 64)));
+    const __m512i sm[2] = {unpack_scales(sc_lo, sc_hi, 0), unpack_scales(sc_lo, sc_hi, 1)};
+    for (int p = 0; p < 4; ++p) {  // 64 inputs: sub-blocks 2p, 2p + 1
+      const __m512i words = _mm512_cvtepu8_epi16(p % 2 ? _mm512_extracti64x4_epi64(sm[p / 2], 1)
+                                                       : _mm512_castsi512_si256(sm[p / 2]));
+      const __m512i scales = _mm512_permutexvar_epi16(sidx, words);
+      const __m512i mins = _mm512_permutexvar_epi16(midx, words);
+      __m512i lo[4], hi[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m512i raw = _mm512_loadu_si512(blk.qs + 64 * (4 * p + k));
+        lo[k] = _mm512_and_si512(raw, low4);
+        hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+      }
+      for (int r = 0; r < kPairs; ++r) {
+        const InputBlock& a = in[(2 * r) * nb + b];
+        const InputBlock& c = in[(2 * r + 1) * nb + b];
+        const __m512i sa = scaled_sums(a.q + 64 * p, lo, hi, scales);
+        const __m512i sc = scaled_sums(c.q + 64 * p, lo, hi, scales);
+        // Both lanes of a column hold its mins' sum: one from each row.
+        const __m512i m =
+            _mm512_mask_blend_epi32(0xAAAA, _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p])),
+                                    _mm512_madd_epi16(mins, _mm512_set1_epi32(c.sums[p])));
+        const __m512i col = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, take_even, sc),
+                                             _mm512_permutex2var_epi32(sa, take_odd, sc));
+        const __m512 da = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(a.d), _mm512_set1_ps(c.d));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
+        acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmw, da), acc_min[r]);
+      }
+    }
+  }
+  const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int r = 0; r < kPairs; ++r) {
+    const __m512 diff = _mm512_sub_ps(acc[r], acc_min[r]);
+    _mm256_storeu_ps(dst + (2 * r) * dst_stride, _mm512_castps512_ps256(_mm512_permutexvar_ps(even, diff)));
+    _mm256_storeu_ps(dst + (2 * r + 1) * dst_stride,
+                     _mm512_castps512_ps256(_mm512_permutexvar_ps(odd, diff)));
   }
 }
 
@@ -238,14 +310,23 @@ int64_t rows_per_chunk(int64_t nb) {
 
 using ColumnGroupFn = void (*)(const Q4Kx8*, int64_t, const InputBlock*, float*, int64_t);
 
-// Rows in groups of four, four or eight per pass (ggml's order for them).
+// Rows in groups of four, four to sixteen per pass (ggml's order for them).
 ColumnGroupFn grouped_kernel(int64_t rows) {
-  return rows == 8 ? &column_group<8, true> : &column_group<4, true>;
+  switch (rows) {
+    case 16:
+      return &paired_column_group<16>;
+    case 12:
+      return &paired_column_group<12>;
+    case 8:
+      return &paired_column_group<8>;
+    default:
+      return &paired_column_group<4>;
+  }
 }
 
 // The last n_rows % 4 rows, one to three (ggml's order for them).
 ColumnGroupFn single_kernel(int64_t rows) {
-  return rows == 1 ? &column_group<1, false> : rows == 2 ? &column_group<2, false> : &column_group<3, false>;
+  return rows == 1 ? &column_group<1> : rows == 2 ? &column_group<2> : &column_group<3>;
 }
 
 // Each thread a share of the groups of 8 columns, all rows.
@@ -365,7 +446,7 @@ GRAFT_VNNI512 void unpack_q5(const Q5KBlock* const* col, Q5Unpacked& u) {
 GRAFT_VNNI512 void q5_column_group(const Q5KBlock* w, int64_t nb, const InputBlock* in, int n, float* dst,
                                    int64_t dst_stride) {
   alignas(64) Q5Unpacked u;
-  __m512 acc[kMaxRows][4], acc_min[kMaxRows][2];
+  __m512 acc[kQ5MaxRows][4], acc_min[kQ5MaxRows][2];
   for (int r = 0; r < n; ++r) {
     for (int p = 0; p < 4; ++p) acc[r][p] = _mm512_setzero_ps();
     acc_min[r][0] = acc_min[r][1] = _mm512_setzero_ps();
@@ -434,8 +515,8 @@ void q5_mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
     const int64_t c1 = std::min(n_rows, c0 + chunk);
     for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t r0 = c0; r0 < c1; r0 += kMaxRows) {
-        q5_column_group(weights + g * 8 * nb, nb, in + r0 * nb, int(std::min<int64_t>(kMaxRows, c1 - r0)),
+      for (int64_t r0 = c0; r0 < c1; r0 += kQ5MaxRows) {
+        q5_column_group(weights + g * 8 * nb, nb, in + r0 * nb, int(std::min<int64_t>(kQ5MaxRows, c1 - r0)),
                         out + r0 * dst_stride + g * 8, dst_stride);
       }
     }

@@ -1,8 +1,9 @@
 // Matrix products over Q4_K weights that ggml's CPU backend has repacked
 // into its 8-column interleaved layout (Q4Kx8, model/cpu_repack.h), in
-// q4_rows' manner (model/q4_rows.h): up to eight rows per pass over the
+// q4_rows' manner (model/q4_rows.h): up to sixteen rows per pass over the
 // weights, each block's nibbles, scales and mins unpacked once for all of
-// them, AVX-512 VNNI dot products, many-row products in chunks of rows whose
+// them, AVX-512 VNNI dot products, rows in groups of four scaled and added
+// two rows per instruction, many-row products in chunks of rows whose
 // quantized inputs stay in L2.
 //
 // The result is ggml's to the bit. The inputs are quantized to 8-bit blocks
