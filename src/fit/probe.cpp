@@ -21,6 +21,7 @@
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
+#include "model/q6k_rows.h"
 #include "model/q8_rows.h"
 #include "util/log.h"
 
@@ -127,7 +128,8 @@ Weight make_weight(ggml_type type, int64_t n_in, int64_t n_out) {
 }
 
 // One input's quantized forms, each made once for every product that reads
-// it: q4_rows' and q8_rows' (shared), q4k_rows' Q4_K and Q5_K ones.
+// it: q4_rows' and q8_rows' (shared), q4k_rows' Q4_K one, and the one of
+// Q5_K (q4k_rows) and Q6_K (q6k_rows), shared.
 struct QuantizedInput {
   ggml_tensor* rows = nullptr;
   ggml_tensor* q4k = nullptr;
@@ -135,15 +137,17 @@ struct QuantizedInput {
 };
 
 // w x as the model's graph computes it (model/layers.cpp mul_mat): through
-// q4_rows, q8_rows or q4k_rows where one takes w, through ggml otherwise.
+// q4_rows, q8_rows, q4k_rows or q6k_rows where one takes w, through ggml
+// otherwise.
 ggml_tensor* model_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, QuantizedInput& xq) {
   if (q4k_rows_supported(w)) {
     if (!xq.q4k) xq.q4k = q4k_rows_quantize(ctx, x);
     return q4k_rows_mul_mat(ctx, w, xq.q4k);
   }
-  if (q5k_rows_supported(w, x->ne[1])) {
+  const bool q6k = q6k_rows_supported(w);
+  if (q6k || q5k_rows_supported(w, x->ne[1])) {
     if (!xq.q5k) xq.q5k = q5k_rows_quantize(ctx, x);
-    return q5k_rows_mul_mat(ctx, w, xq.q5k);
+    return q6k ? q6k_rows_mul_mat(ctx, w, xq.q5k) : q5k_rows_mul_mat(ctx, w, xq.q5k);
   }
   const bool q4 = q4_rows_supported(w);
   if (!q4 && !q8_rows_supported(w)) return ggml_mul_mat(ctx, w, x);

@@ -44,7 +44,7 @@ struct TypeRate {
 
 // Bumped when what the probe measures changes; older cached results are
 // measured anew.
-inline constexpr int kProbeVersion = 4;
+inline constexpr int kProbeVersion = 5;
 
 struct ProbeResult {
   int version = kProbeVersion;

@@ -80,6 +80,12 @@ ggml_backend_buffer_type_t repack_buffer_type() {
   return found;
 }
 
+bool stored_as_file(const ggml_tensor* w) {
+  if (!w->buffer || !ggml_backend_buffer_is_host(w->buffer)) return false;
+  ggml_backend_buffer_type_t repack = repack_buffer_type();
+  return !repack || ggml_backend_buffer_get_type(w->buffer) != repack;
+}
+
 bool repacks(ggml_backend_buffer_type_t repack, const ggml_tensor* t) {
   if (!repack) return false;
   ggml_init_params params{};

@@ -32,6 +32,11 @@ inline constexpr const char* kRepackGgmlVersion = "0.23.0";
 // The CPU backend's repack buffer type, when this build and CPU have one.
 ggml_backend_buffer_type_t repack_buffer_type();
 
+// Whether w is in host memory as files store it: not in the repack buffer
+// (a ggml that repacks w's type would hold it there, rewritten).
+// Tensors laid out without data (Model::load_layout) count too.
+bool stored_as_file(const ggml_tensor* w);
+
 // Whether ggml would repack t in `repack` (asked of the CPU device as for a
 // product with t, so only where ggml has a kernel for the repacked layout).
 bool repacks(ggml_backend_buffer_type_t repack, const ggml_tensor* t);

@@ -132,8 +132,9 @@ struct GraphContext {
   // Inputs of q4_rows and q8_rows products and their quantized form, which the
   // projections of the same input share.
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized;
-  // The same for q4k_rows' Q4_K and Q5_K products (their inputs quantized
-  // otherwise, and differently for the two).
+  // The same for q4k_rows' Q4_K products and for its Q5_K and q6k_rows' Q6_K
+  // ones (their inputs quantized otherwise: differently for Q4_K, alike for
+  // Q5_K and Q6_K).
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized_k;
   std::vector<std::pair<const ggml_tensor*, ggml_tensor*>> quantized_k5;
 };

@@ -8,6 +8,7 @@
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
+#include "model/q6k_rows.h"
 #include "model/q8_rows.h"
 
 namespace graft {
@@ -37,21 +38,23 @@ ggml_tensor* rope(GraphContext& g, ggml_tensor* x, const RopeConfig& r, ggml_ten
                        /*beta_slow=*/1.0f);
 }
 
-// Through q4_rows, q8_rows or q4k_rows (Q4_K, Q5_K) when w suits one (the
-// result is ggml's to the bit), through ggml otherwise (always in training
-// graphs: they have no backward). Each input is quantized once for every
-// product that reads it, in the form its kernel reads (q4_rows and q8_rows
-// share one).
+// Through q4_rows, q8_rows, q4k_rows (Q4_K, Q5_K) or q6k_rows when w suits
+// one (the result is ggml's to the bit), through ggml otherwise (always in
+// training graphs: they have no backward). Each input is quantized once for
+// every product that reads it, in the form its kernel reads (q4_rows and
+// q8_rows share one, Q5_K's and Q6_K's another).
 ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
   if (g.training || !ggml_is_contiguous(x)) return ggml_mul_mat(g.ctx, w, x);
   const bool q4k = q4k_rows_supported(w);  // Q4_K, Q5_K: q4k_rows, as q4_rows
-  if (q4k || q5k_rows_supported(w, x->ne[1])) {
+  const bool q6k = q6k_rows_supported(w);
+  if (q4k || q6k || q5k_rows_supported(w, x->ne[1])) {
     auto& quantized = q4k ? g.quantized_k : g.quantized_k5;
     auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
     if (it == quantized.end())
       it = quantized.insert(quantized.end(),
                             {x, q4k ? q4k_rows_quantize(g.ctx, x) : q5k_rows_quantize(g.ctx, x)});
-    return q4k ? q4k_rows_mul_mat(g.ctx, w, it->second) : q5k_rows_mul_mat(g.ctx, w, it->second);
+    if (q4k) return q4k_rows_mul_mat(g.ctx, w, it->second);
+    return q6k ? q6k_rows_mul_mat(g.ctx, w, it->second) : q5k_rows_mul_mat(g.ctx, w, it->second);
   }
   const bool q4 = q4_rows_supported(w);
   if (!(q4 || q8_rows_supported(w))) return ggml_mul_mat(g.ctx, w, x);

@@ -11,33 +11,16 @@
 
 #include "model/cpu_repack.h"
 #include "model/q4_rows.h"
+#include "model/rows_input.h"
 
 namespace graft {
 
 namespace {
 
-constexpr int kBlock = 256;    // Q4_K and the 8-bit input blocks
-constexpr int kMaxRows = 16;   // Q4_K: rows in groups of four per pass over the weights
-constexpr int kQ5MaxRows = 8;  // Q5_K: rows per pass (four accumulators each stay in registers)
-// Many rows: the rows in chunks whose quantized inputs (about this many
-// bytes) stay in L2 while every column group passes over them.
-constexpr int64_t kChunkBytes = 384 * 1024;
-constexpr int64_t kMaxChunkRows = 128;
-
-// One row's 256 inputs, quantized as ggml quantizes them for Q4_K: q = the
-// input times -127 / (the input of largest magnitude), rounded to nearest
-// even; d = 1 over that factor (negative when the largest input is).
-struct InputBlock {
-  int8_t q[kBlock];
-  // For each 64 inputs p, the sums of q over its two halves of 32, as the
-  // low and the high 16 bits.
-  int32_t sums[4];
-  float d;
-  int32_t pad[3];
-};
-static_assert(sizeof(InputBlock) == 288);
-
-#define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
+constexpr int kBlock = kKInputBlock;   // Q4_K, Q5_K and the 8-bit input blocks
+constexpr int kMaxRows = 16;           // Q4_K: rows in groups of four per pass over the weights
+constexpr int kQ5MaxRows = kKMaxRows;  // Q5_K: rows per pass (four accumulators each stay in registers)
+using InputBlock = KInputBlock;
 
 // Row r of x, block b, quantized into o. ggml quantizes rows in groups of
 // four (`grouped`) and the rest one at a time, and when the largest
@@ -70,18 +53,19 @@ GRAFT_VNNI512 void quantize_block(const float* src, bool grouped, InputBlock& o)
   }
   const float iscale = positive ? -127.0f / amax : 127.0f / amax;
   const __m512 scale = _mm512_set1_ps(iscale);
-  __m512i sums[8];
+  __m512i q16[16], sums[8];
   for (int i = 0; i < 16; ++i) {
     // Round to nearest even, as the default rounding mode does.
-    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v[i], scale));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * i), _mm512_cvtsepi32_epi8(q));
-    sums[i / 2] = i % 2 ? _mm512_add_epi32(sums[i / 2], q) : q;
+    q16[i] = _mm512_cvtps_epi32(_mm512_mul_ps(v[i], scale));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * i), _mm512_cvtsepi32_epi8(q16[i]));
+    sums[i / 2] = i % 2 ? _mm512_add_epi32(sums[i / 2], q16[i]) : q16[i];
   }
   for (int p = 0; p < 4; ++p) {
     const int32_t lo = _mm512_reduce_add_epi32(sums[2 * p]);
     const int32_t hi = _mm512_reduce_add_epi32(sums[2 * p + 1]);
     o.sums[p] = int32_t((uint32_t(lo) & 0xFFFF) | (uint32_t(hi) << 16));
   }
+  for (int i = 0; i < 16; ++i) o.bsums[i] = int16_t(_mm512_reduce_add_epi32(q16[i]));
   o.d = 1.0f / iscale;
   o.pad[0] = o.pad[1] = o.pad[2] = 0;
 }
@@ -301,13 +285,6 @@ GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBl
   }
 }
 
-// Rows per chunk of a many-row product (a multiple of kMaxRows) for inputs
-// of nb blocks.
-int64_t rows_per_chunk(int64_t nb) {
-  return std::clamp<int64_t>(kChunkBytes / (nb * int64_t(sizeof(InputBlock))) / kMaxRows * kMaxRows, kMaxRows,
-                             kMaxChunkRows);
-}
-
 using ColumnGroupFn = void (*)(const Q4Kx8*, int64_t, const InputBlock*, float*, int64_t);
 
 // Rows in groups of four, four to sixteen per pass (ggml's order for them).
@@ -342,7 +319,7 @@ void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   auto* out = static_cast<float*>(dst->data);
   const int64_t g0 = n_groups * ith / nth;
   const int64_t g1 = n_groups * (ith + 1) / nth;
-  const int64_t chunk = rows_per_chunk(nb);
+  const int64_t chunk = k_rows_per_chunk(nb);
   for (int64_t c0 = 0; c0 < grouped_rows; c0 += chunk) {
     const int64_t c1 = std::min(grouped_rows, c0 + chunk);
     for (int64_t g = g0; g < g1; ++g) {
@@ -491,11 +468,8 @@ GRAFT_VNNI512 void q5_column_group(const Q5KBlock* w, int64_t nb, const InputBlo
     alignas(64) float lanes[4][16], mins[2][16];
     for (int p = 0; p < 4; ++p) _mm512_store_ps(lanes[p], acc[r][p]);
     for (int k = 0; k < 2; ++k) _mm512_store_ps(mins[k], acc_min[r][k]);
-    for (int c = 0; c < 8; ++c) {
-      const float* l = lanes[c / 2] + 8 * (c % 2);
-      const float s0 = l[0] + l[4], s1 = l[1] + l[5], s2 = l[2] + l[6], s3 = l[3] + l[7];
-      dst[r * dst_stride + c] = ((s0 + s2) + (s1 + s3)) + mins[c / 4][4 * (c % 4)];
-    }
+    for (int c = 0; c < 8; ++c)
+      dst[r * dst_stride + c] = sum_lanes8(lanes[c / 2] + 8 * (c % 2)) + mins[c / 4][4 * (c % 4)];
   }
 }
 
@@ -511,7 +485,7 @@ void q5_mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   auto* out = static_cast<float*>(dst->data);
   const int64_t g0 = n_groups * ith / nth;
   const int64_t g1 = n_groups * (ith + 1) / nth;
-  const int64_t chunk = rows_per_chunk(nb);
+  const int64_t chunk = k_rows_per_chunk(nb);
   for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
     const int64_t c1 = std::min(n_rows, c0 + chunk);
     for (int64_t g = g0; g < g1; ++g) {
@@ -534,15 +508,15 @@ ggml_tensor* quantize_op(ggml_context* ctx, ggml_tensor* x, void* userdata) {
                         args, 1, quantize_kernel, GGML_N_TASKS_MAX, userdata);
 }
 
-// w times the quantized rows xq through `kernel`.
-ggml_tensor* mul_mat_op(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq, ggml_custom_op_t kernel) {
-  GGML_ASSERT(xq->type == GGML_TYPE_I8 && xq->ne[0] == int64_t(sizeof(InputBlock)) * (w->ne[0] / kBlock));
+}  // namespace
+
+ggml_tensor* k_rows_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq, ggml_custom_op_t kernel) {
+  GGML_ASSERT(xq->type == GGML_TYPE_I8 &&
+              xq->ne[0] == int64_t(sizeof(KInputBlock)) * (w->ne[0] / kKInputBlock));
   ggml_tensor* args[] = {w, xq};
   return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], xq->ne[1], 1, 1, args, 2, kernel, GGML_N_TASKS_MAX,
                         nullptr);
 }
-
-}  // namespace
 
 bool q4k_rows_supported(const ggml_tensor* w) {
   return q4_rows_cpu() && w->type == GGML_TYPE_Q4_K && w->ne[0] % kBlock == 0 && is_q4kx8(w);
@@ -553,19 +527,12 @@ ggml_tensor* q4k_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
 }
 
 ggml_tensor* q4k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {
-  return mul_mat_op(ctx, w, xq, mul_mat_kernel);
+  return k_rows_product(ctx, w, xq, mul_mat_kernel);
 }
 
 bool q5k_rows_supported(const ggml_tensor* w, int64_t n_rows) {
-  if (n_rows < 3 || !q4_rows_cpu() || w->type != GGML_TYPE_Q5_K || w->ne[0] % kBlock != 0 ||
-      w->ne[1] % 8 != 0 || w->ne[2] != 1 || w->ne[3] != 1 || !ggml_is_contiguous(w) || !w->buffer) {
-    return false;
-  }
-  // Q5_K as files store it: in host memory, not repacked (a ggml that
-  // repacks Q5_K would hold it in its repack buffer).
-  ggml_backend_buffer_type_t repack = repack_buffer_type();
-  return ggml_backend_buffer_is_host(w->buffer) &&
-         (!repack || ggml_backend_buffer_get_type(w->buffer) != repack);
+  return n_rows >= 3 && q4_rows_cpu() && w->type == GGML_TYPE_Q5_K && w->ne[0] % kBlock == 0 &&
+         w->ne[1] % 8 == 0 && w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && stored_as_file(w);
 }
 
 ggml_tensor* q5k_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
@@ -573,7 +540,7 @@ ggml_tensor* q5k_rows_quantize(ggml_context* ctx, ggml_tensor* x) {
 }
 
 ggml_tensor* q5k_rows_mul_mat(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq) {
-  return mul_mat_op(ctx, w, xq, q5_mul_mat_kernel);
+  return k_rows_product(ctx, w, xq, q5_mul_mat_kernel);
 }
 
 }  // namespace graft

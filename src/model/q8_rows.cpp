@@ -184,10 +184,7 @@ void mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 bool q8_rows_supported(const ggml_tensor* w) {
   static const bool vl = __builtin_cpu_supports("avx512vl");
-  if (!q4_rows_cpu() || !vl || w->type != GGML_TYPE_Q8_0 || !w->buffer) return false;
-  if (!ggml_backend_buffer_is_host(w->buffer) ||
-      ggml_backend_buffer_get_type(w->buffer) == repack_buffer_type())
-    return false;
+  if (!q4_rows_cpu() || !vl || w->type != GGML_TYPE_Q8_0 || !stored_as_file(w)) return false;
   return w->nb[0] == kBlockBytes && w->ne[2] == 1 && w->ne[3] == 1;
 }
 

@@ -4,10 +4,15 @@
 // (the block's largest magnitude to 127, rounding to nearest even, the
 // scale rounded to F16), so that the products come out as ggml's to the
 // bit. q4_rows_quantize (model/q4_rows.h) makes them, once per input for
-// every product of either kind that reads it. Internal to model/.
+// every product of either kind that reads it. Below them, the blocks of 256
+// that the K-quant products read (q4k_rows, q6k_rows) and what those share.
+// Internal to model/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+
+#include <ggml.h>
 
 namespace graft {
 
@@ -28,5 +33,46 @@ struct InputBlock {
   int32_t pad;
 };
 static_assert(sizeof(InputBlock) == 48);
+
+inline constexpr int kKInputBlock = 256;  // inputs per K-quant input block
+
+// One row's 256 inputs, quantized as ggml quantizes them for Q4_K, Q5_K and
+// Q6_K (q4k_rows_quantize, q5k_rows_quantize in model/q4k_rows.h): q = the
+// input times -127 / (the input of largest magnitude), rounded to nearest
+// even; d = 1 over that factor (negative when the largest input is).
+struct KInputBlock {
+  int8_t q[kKInputBlock];
+  // For each 64 inputs p, the sums of q over its two halves of 32, as the
+  // low and the high 16 bits (for Q4_K's and Q5_K's mins).
+  int32_t sums[4];
+  // The sums of q over each 16 inputs, as ggml's Q8_K blocks keep them (for
+  // Q6_K's offset of -32).
+  int16_t bsums[16];
+  float d;
+  int32_t pad[3];
+};
+static_assert(sizeof(KInputBlock) == 320);
+
+// K-quant products take the rows kKMaxRows per pass over the weights, and
+// many rows in chunks whose quantized inputs (about kKChunkBytes) stay in L2
+// while every group of weight rows passes over them: the rows per chunk, a
+// multiple of kKMaxRows, for inputs of nb blocks.
+inline constexpr int kKMaxRows = 8;
+inline int64_t k_rows_per_chunk(int64_t nb) {
+  constexpr int64_t kKChunkBytes = 384 * 1024;
+  constexpr int64_t kMaxChunkRows = 128;
+  return std::clamp<int64_t>(kKChunkBytes / (nb * int64_t(sizeof(KInputBlock))) / kKMaxRows * kKMaxRows,
+                             kKMaxRows, kMaxChunkRows);
+}
+
+// w [n_in, n_out] times the K-quant input blocks xq of [n_in, n_rows] as one
+// node that runs `kernel`: F32 [n_out, n_rows] (model/q4k_rows.cpp).
+ggml_tensor* k_rows_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq, ggml_custom_op_t kernel);
+
+// The 8 lanes of ggml's one-row K-quant dot products (AVX2) added as ggml
+// adds them at the end: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+inline float sum_lanes8(const float* l) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
 
 }  // namespace graft

@@ -1,5 +1,5 @@
-// q4k_rows against ggml's own product on the same Q4_K weights (repacked)
-// and Q5_K weights (as files store them).
+// q4k_rows and q6k_rows against ggml's own product on the same Q4_K weights
+// (repacked) and Q5_K and Q6_K weights (as files store them).
 #include "model/q4k_rows.h"
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "model/cpu_repack.h"
+#include "model/q6k_rows.h"
 
 namespace graft {
 namespace {
@@ -25,8 +26,29 @@ struct Products {
   std::vector<float> q4k_rows;
 };
 
-// w [n_in, n_out] (random, Q4_K repacked or Q5_K as files store it) times
-// x [n_in, n_rows], both ways.
+// Q6_K blocks of w [n_in, n_out] made extreme: every fifth weight row's
+// first block all zero; every seventh's last block random bytes, its scales
+// reaching both ends of int8 and its d large or tiny.
+void make_extreme_q6k(std::vector<uint8_t>& wq, int64_t n_in, int64_t n_out, std::mt19937& rng) {
+  constexpr size_t kBlockBytes = 210;  // ql[128], qh[64], scales[16], d
+  const int64_t nb = n_in / 256;
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t o = 0; o < n_out; ++o) {
+    uint8_t* row = wq.data() + size_t(o * nb) * kBlockBytes;
+    if (o % 5 == 2) std::fill(row, row + kBlockBytes, uint8_t(0));
+    if (o % 7 == 4) {
+      uint8_t* blk = row + size_t(nb - 1) * kBlockBytes;
+      for (size_t i = 0; i < 208; ++i) blk[i] = uint8_t(byte(rng));
+      blk[192] = 0x80;  // scales -128 and 127
+      blk[193] = 0x7F;
+      const ggml_fp16_t d = ggml_fp32_to_fp16(o % 2 ? 300.0f : 3e-5f);
+      std::memcpy(blk + 208, &d, sizeof(d));
+    }
+  }
+}
+
+// w [n_in, n_out] (random, Q4_K repacked or Q5_K or Q6_K as files store it)
+// times x [n_in, n_rows], both ways.
 Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -47,6 +69,7 @@ Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, u
   }
   std::vector<uint8_t> wq(ggml_row_size(type, n_in) * size_t(n_out));
   ggml_quantize_chunk(type, wf.data(), wq.data(), 0, n_out, n_in, nullptr);
+  if (type == GGML_TYPE_Q6_K) make_extreme_q6k(wq, n_in, n_out, rng);
 
   ggml_init_params params{};
   params.mem_size = 16 * ggml_tensor_overhead() + ggml_graph_overhead();
@@ -58,15 +81,17 @@ Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, u
   ggml_backend_buffer_ptr wbuf(buft ? ggml_backend_alloc_ctx_tensors_from_buft(ctx.get(), buft) : nullptr);
   Products out;
   if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks Q4_K
-  if (!wbuf || !(q4k ? q4k_rows_supported(w) : q5k_rows_supported(w, 3)))
-    return out;  // (any rows: 3 is where graft starts using it)
+  const bool q6k = type == GGML_TYPE_Q6_K;
+  if (!wbuf || !(q4k ? q4k_rows_supported(w) : q6k ? q6k_rows_supported(w) : q5k_rows_supported(w, 3)))
+    return out;  // (any rows: 3 is where graft starts using Q5_K's)
 
   ggml_context_ptr gctx(ggml_init(params));
   ggml_tensor* x = ggml_new_tensor_2d(gctx.get(), GGML_TYPE_F32, n_in, n_rows);
   ggml_set_input(x);
   ggml_tensor* a = ggml_mul_mat(gctx.get(), w, x);
-  ggml_tensor* b = q4k ? q4k_rows_mul_mat(gctx.get(), w, q4k_rows_quantize(gctx.get(), x))
-                       : q5k_rows_mul_mat(gctx.get(), w, q5k_rows_quantize(gctx.get(), x));
+  ggml_tensor* b = q4k   ? q4k_rows_mul_mat(gctx.get(), w, q4k_rows_quantize(gctx.get(), x))
+                   : q6k ? q6k_rows_mul_mat(gctx.get(), w, q5k_rows_quantize(gctx.get(), x))
+                         : q5k_rows_mul_mat(gctx.get(), w, q5k_rows_quantize(gctx.get(), x));
   ggml_set_output(a);
   ggml_set_output(b);
   ggml_cgraph* graph = ggml_new_graph(gctx.get());
@@ -86,23 +111,27 @@ Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, u
 
 // Every row count from 1 to 70 (one pass of four or eight rows, several,
 // and each of ggml's tails of one to three rows) and 512 (many chunks of
-// rows), over short and long inputs and a few or many column groups.
+// rows), over short and long inputs and a few or many column groups (for
+// Q6_K also a last group of fewer than 8 columns).
 void expect_matches_ggml(ggml_type type) {
   struct Shape {
     int64_t n_in, n_out;
   };
+  const bool q6k = type == GGML_TYPE_Q6_K;
+  const std::vector<Shape> shapes = q6k ? std::vector<Shape>{{256, 13}, {512, 72}, {2048, 61}, {8192, 19}}
+                                        : std::vector<Shape>{{256, 8}, {512, 72}, {2048, 64}, {8192, 16}};
   std::vector<int64_t> row_counts;
   for (int64_t rows = 1; rows <= 70; ++rows) row_counts.push_back(rows);
   row_counts.push_back(512);
   float worst = 0.0f;
-  for (const Shape s : {Shape{256, 8}, Shape{512, 72}, Shape{2048, 64}, Shape{8192, 16}}) {
+  for (const Shape s : shapes) {
     for (int64_t rows : row_counts) {
       if (rows == 512 && s.n_in < 2048) continue;
       const Products p = multiply(type, s.n_in, s.n_out, rows, unsigned(rows * 7 + s.n_in));
       if (p.ggml.empty()) GTEST_SKIP() << "no AVX-512 VNNI (or no repacked Q4_K) on this machine";
       // The same quantized inputs, exact integer sums and fused multiply-adds
       // in the same order as each of ggml's paths (for Q4_K rows in fours,
-      // the rest one by one; for Q5_K every row alone): every output equal,
+      // the rest one by one; for Q5_K and Q6_K every row alone): every output equal,
       // bit for bit, and finite.
       size_t unequal = 0, first = 0;
       float top = 0.0f, largest = 0.0f;
@@ -129,6 +158,10 @@ TEST(Q4KRows, MatchesGgmlOnRepackedWeights) {
 
 TEST(Q5KRows, MatchesGgml) {
   expect_matches_ggml(GGML_TYPE_Q5_K);
+}
+
+TEST(Q6KRows, MatchesGgml) {
+  expect_matches_ggml(GGML_TYPE_Q6_K);
 }
 
 // The layout check behind q4k_rows (cpu_repack.h): ggml's repacking in this
