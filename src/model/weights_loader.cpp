@@ -129,7 +129,7 @@ Result<ggml_tensor*> WeightsLoader::vector(const std::string& name, int64_t n) {
                   ggml_type_name(info->type));
   }
   ggml_tensor* t = create(*info, name);
-  entries_.push_back({t, info->offset, info->size, false});
+  entries_.push_back({t, info->offset, info->size, false, copy_});
   return t;
 }
 
@@ -140,7 +140,7 @@ Result<ggml_tensor*> WeightsLoader::f32_matrix(const std::string& name, std::arr
                   ggml_type_name(info->type));
   }
   ggml_tensor* t = create(*info, name);
-  entries_.push_back({t, info->offset, info->size, false});
+  entries_.push_back({t, info->offset, info->size, false, copy_});
   return t;
 }
 

@@ -1,10 +1,12 @@
 // WeightsLoader: creates a model's weight tensors from the GGUF directory,
 // checking names, shapes and types, and gives them memory: for matrices
 // ggml's CPU backend multiplies faster repacked, a copy in a repack buffer
-// (model/cpu_repack.h); for the other multiplied matrices (unless told to
-// keep them in place), a copy in memory backed by huge pages; everything
-// else in place in the file's memory map. The mapped pages of what was
-// copied are released.
+// (model/cpu_repack.h); for the other multiplied matrices, norms and
+// biases (unless told to keep them in place), a copy in memory backed by
+// huge pages; the token embedding, read by rows, in place in the file's
+// memory map. The mapped pages of what was copied are released. (Newer
+// kernels map a large page-cache folio whole on a fault, so a norm read
+// in place would make megabytes of the file around it resident.)
 #pragma once
 
 #include <array>
