@@ -82,10 +82,11 @@ void print_probe(const fit::ProbeResult& p, bool json) {
         r.layer_bytes_per_s_8 / 1e9, r.prefill_flops / 1e9);
   }
   std::printf(
-      "  attention %.2f G/s (decode), %.2f G/s (prompt), %.1f us per decode row's op; %.2f us per graph "
-      "node\n",
-      p.attention_decode / 1e9, p.attention_prefill / 1e9, p.attention_op_seconds * 1e6,
-      p.node_seconds * 1e6);
+      "  attention, heads 128 wide: %.2f G/s (decode), %.2f G/s (prompt); 64 wide: %.2f, %.2f; %.1f us per "
+      "decode row's op\n",
+      p.attention_decode / 1e9, p.attention_prefill / 1e9, p.attention_decode_64 / 1e9,
+      p.attention_prefill_64 / 1e9, p.attention_op_seconds * 1e6);
+  std::printf("  graph nodes: %.2f us each\n", p.node_seconds * 1e6);
 }
 
 void run_fit(const FitArgs& a) {

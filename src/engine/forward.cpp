@@ -199,7 +199,18 @@ Forward::Measure Forward::measure(const Model& model, ggml_type kv_type, int n_c
   ggml_gallocr_ptr allocator(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
   ggml_gallocr_reserve_n_size(allocator.get(), g.graph, nullptr, nullptr, &m.compute_bytes);
   m.work_bytes = ggml_graph_plan(g.graph, std::max(1, n_threads), nullptr).work_size;
-  m.n_nodes = ggml_graph_n_nodes(g.graph);
+  for (int i = 0; i < ggml_graph_n_nodes(g.graph); ++i) {
+    switch (ggml_graph_node(g.graph, i)->op) {
+      case GGML_OP_NONE:
+      case GGML_OP_RESHAPE:
+      case GGML_OP_VIEW:
+      case GGML_OP_PERMUTE:
+      case GGML_OP_TRANSPOSE:
+        break;  // ggml skips these: they only describe memory
+      default:
+        ++m.n_nodes;
+    }
+  }
   return m;
 }
 

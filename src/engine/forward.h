@@ -56,7 +56,7 @@ class Forward {
   struct Measure {
     size_t compute_bytes = 0;
     size_t work_bytes = 0;
-    int n_nodes = 0;
+    int n_nodes = 0;  // those that compute (not views of memory)
   };
   // windows: the row groups and their cells, as KvCache::place gives them;
   // empty: one window of every row over all cells, as reserve() builds.

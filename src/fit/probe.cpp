@@ -330,31 +330,38 @@ void probe_layer_matrices(Runner& runner, ggml_type type, const Sizes& sizes, Ty
   rate.layer_bytes_per_s_8 = double(stack.bytes) / std::max(t[1], t[0]);
 }
 
-constexpr int kAttentionHeadDim = 128, kAttentionHeads = 32;
+constexpr int kAttentionHeads = 32, kAttentionKvHeads = 8;
 
 // Attention units (row x cell x head x head-dim) of `rows` rows over `cells` cells.
-double attention_units(int rows, int cells) {
-  return double(rows) * cells * kAttentionHeads * kAttentionHeadDim;
+double attention_units(int rows, int cells, int head_dim) {
+  return double(rows) * cells * kAttentionHeads * head_dim;
 }
 
 // Seconds of one op of attention of `rows` rows over `cells` cells of an F16
-// cache, timed over `ops` such ops on separate caches (decode: one row per
-// op, as each sequence has its own window). Each row sees the first
-// `visible` cells (causal: up to its own).
-double probe_attention(Runner& runner, int rows, int cells, int visible, int ops, bool causal, int reps) {
-  constexpr int head_dim = kAttentionHeadDim, n_head = kAttentionHeads, n_head_kv = 8;
-  ggml_context_ptr ctx = new_context(size_t(ops) * 8 + 8, size_t(ops) * 8 + 8);
-  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), size_t(ops) * 8 + 8, false);
+// cache, heads `head_dim` wide, laid out as the KV cache is (each cell's KV
+// heads side by side, viewed per head). Timed over ops on separate caches
+// (decode: one row per op, as each sequence has its own window), as many
+// as together hold `footprint` bytes of cache (at least one), so that they
+// are read from memory as a step's are. Each row sees the first `visible`
+// cells (causal: up to its own).
+double probe_attention(Runner& runner, int rows, int cells, int visible, int head_dim, int64_t footprint,
+                       bool causal, int reps) {
+  const int64_t op_bytes = int64_t(2) * cells * kAttentionKvHeads * head_dim * int64_t(sizeof(ggml_fp16_t));
+  const int ops = int(std::clamp<int64_t>(footprint / op_bytes, 1, 4096));
+  const size_t n_tensors = size_t(ops) * 8 + 8;
+  ggml_context_ptr ctx = new_context(n_tensors, n_tensors);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), n_tensors, false);
   std::vector<ggml_tensor*> masks;
   for (int i = 0; i < ops; ++i) {
-    ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, head_dim, rows, n_head);
-    ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, cells, n_head_kv);
-    ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, cells, n_head_kv);
+    ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, head_dim, rows, kAttentionHeads);
+    ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, kAttentionKvHeads, cells);
+    ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, kAttentionKvHeads, cells);
     ggml_tensor* mask = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, cells, rows);
     for (ggml_tensor* t : {q, k, v, mask}) ggml_set_input(t);
     masks.push_back(mask);
-    ggml_tensor* out =
-        ggml_flash_attn_ext(ctx.get(), q, k, v, mask, 1.0f / std::sqrt(float(head_dim)), 0.0f, 0.0f);
+    ggml_tensor* out = ggml_flash_attn_ext(ctx.get(), q, ggml_permute(ctx.get(), k, 0, 2, 1, 3),
+                                           ggml_permute(ctx.get(), v, 0, 2, 1, 3), mask,
+                                           1.0f / std::sqrt(float(head_dim)), 0.0f, 0.0f);
     ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
     ggml_set_output(out);
     ggml_build_forward_expand(graph, out);
@@ -376,14 +383,15 @@ double probe_attention(Runner& runner, int rows, int cells, int visible, int ops
   return runner.seconds(graph, reps) / ops;
 }
 
-// The fixed cost of a graph node: a chain of tiny ops.
+// The fixed cost of a graph node: a chain of a decode step's small ops
+// (adding one 2048-wide row to another, as a residual does).
 double probe_node(Runner& runner, int nodes, int reps) {
   ggml_context_ptr ctx = new_context(size_t(nodes) + 4, size_t(nodes) + 4);
   ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), size_t(nodes) + 4, false);
-  ggml_tensor* x = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 256);
+  ggml_tensor* x = ggml_new_tensor_1d(ctx.get(), GGML_TYPE_F32, 2048);
   ggml_set_input(x);
   ggml_tensor* y = x;
-  for (int i = 0; i < nodes; ++i) y = ggml_scale(ctx.get(), y, 1.0f);
+  for (int i = 0; i < nodes; ++i) y = ggml_add(ctx.get(), y, x);
   ggml_set_output(y);
   ggml_build_forward_expand(graph, y);
   ggml_gallocr_ptr alloc(ggml_gallocr_new(ggml_backend_cpu_buffer_type()));
@@ -433,6 +441,15 @@ double TypeRate::decode_seconds(int64_t bytes, int rows) const {
 
 double TypeRate::layer_decode_seconds(int64_t bytes, int rows) const {
   return between(bytes, rows, layer_bytes_per_s, layer_bytes_per_s_8);
+}
+
+double ProbeResult::attention_seconds(double row_cell_heads, int head_dim, bool prefill) const {
+  const double at_128 = prefill ? attention_prefill : attention_decode;
+  const double at_64 = prefill ? attention_prefill_64 : attention_decode_64;
+  const double cost_128 = 128.0 / at_128;
+  const double cost_64 = at_64 > 0 ? 64.0 / at_64 : cost_128 / 2;
+  const double cost = cost_64 + (cost_128 - cost_64) * double(head_dim - 64) / 64.0;
+  return row_cell_heads * std::max(cost, 0.25 * std::min(cost_64, cost_128));
 }
 
 TypeRate ProbeResult::rate(int type) const {
@@ -485,6 +502,8 @@ json ProbeResult::to_json() const {
               {"types", t},
               {"attention_decode", attention_decode},
               {"attention_prefill", attention_prefill},
+              {"attention_decode_64", attention_decode_64},
+              {"attention_prefill_64", attention_prefill_64},
               {"attention_op_seconds", attention_op_seconds},
               {"node_seconds", node_seconds}};
 }
@@ -513,6 +532,8 @@ Result<ProbeResult> ProbeResult::from_json(const json& j) {
   if (auto it = j.find("quick"); it != j.end() && it->is_boolean()) r.quick = it->get<bool>();
   GRAFT_TRY(r.attention_decode, positive(j, "attention_decode"));
   GRAFT_TRY(r.attention_prefill, positive(j, "attention_prefill"));
+  GRAFT_TRY(r.attention_decode_64, positive(j, "attention_decode_64"));
+  GRAFT_TRY(r.attention_prefill_64, positive(j, "attention_prefill_64"));
   GRAFT_TRY(r.node_seconds, positive(j, "node_seconds"));
   if (auto it = j.find("attention_op_seconds");
       it == j.end() || !it->is_number() || !(it->get<double>() >= 0)) {
@@ -559,15 +580,26 @@ Result<ProbeResult> run_probe(const ProbeOptions& options) {
     probe_layer_matrices(runner, type, sizes, rate);
   }
   const int cells = sizes.attention_cells, rows = sizes.prefill_rows;
-  r.attention_decode =
-      attention_units(1, cells) / probe_attention(runner, 1, cells, cells, 8, false, sizes.reps);
-  r.attention_prefill = attention_units(rows, rows) /
-                        probe_attention(runner, rows, rows, rows, 1, true, std::max(2, sizes.reps / 2));
+  const int prefill_reps = std::max(2, sizes.reps / 2);
+  auto decode_rate = [&](int head_dim) {
+    return attention_units(1, cells, head_dim) /
+           probe_attention(runner, 1, cells, cells, head_dim, sizes.stream_bytes, false, sizes.reps);
+  };
+  // A prompt's attention reads the cache it has just written: one op.
+  auto prefill_rate = [&](int head_dim) {
+    return attention_units(rows, rows, head_dim) /
+           probe_attention(runner, rows, rows, rows, head_dim, 0, true, prefill_reps);
+  };
+  r.attention_decode = decode_rate(128);
+  r.attention_decode_64 = decode_rate(64);
+  r.attention_prefill = prefill_rate(128);
+  r.attention_prefill_64 = prefill_rate(64);
   // A decode row's op over a short window (the KV cache's 256 cells, 192 of
   // them seen): what it takes beyond its units at the long window's rate is
   // the op's own cost, which a step pays once per sequence and layer.
-  const double short_op = probe_attention(runner, 1, kRefWindow, kRefSeen, 16, false, sizes.reps);
-  r.attention_op_seconds = std::max(0.0, short_op - attention_units(1, kRefSeen) / r.attention_decode);
+  const double short_op =
+      probe_attention(runner, 1, kRefWindow, kRefSeen, 128, sizes.stream_bytes, false, sizes.reps);
+  r.attention_op_seconds = std::max(0.0, short_op - attention_units(1, kRefSeen, 128) / r.attention_decode);
   r.node_seconds = probe_node(runner, sizes.nodes, sizes.reps);
   r.measured_at = utc_now();
   return r;

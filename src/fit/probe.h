@@ -44,7 +44,7 @@ struct TypeRate {
 
 // Bumped when what the probe measures changes; older cached results are
 // measured anew.
-inline constexpr int kProbeVersion = 5;
+inline constexpr int kProbeVersion = 6;
 
 struct ProbeResult {
   int version = kProbeVersion;
@@ -53,14 +53,27 @@ struct ProbeResult {
   std::string measured_at;                // UTC, ISO 8601
   bool quick = false;                     // a --quick probe (small sizes: rough)
   std::map<std::string, TypeRate> types;  // by ggml type name ("f16", "q8_0", "q4_0", ...)
-  // Attention over an F16 cache, in (row x cell x head x head-dim) per second:
-  // one row over a long window (decode), and a causal prompt (prefill).
+  // Attention over an F16 cache laid out as the KV cache is (a cell's heads
+  // side by side), in (row x cell x head x head-dim) per second, at head
+  // width 128: one row per op over a long window (decode; the ops' caches
+  // together past the last-level cache, as a step's are), and a causal
+  // prompt (prefill).
   double attention_decode = 0;
   double attention_prefill = 0;
+  // The same at head width 64 (0: not measured; taken as at 128). A cell
+  // costs more than its width says (its score's softmax, the mask), so a
+  // narrow head's units run slower.
+  double attention_decode_64 = 0;
+  double attention_prefill_64 = 0;
   // What one decode row's attention op costs beyond its units at that rate
   // (setting up, the barrier after it): paid once per sequence and layer.
   double attention_op_seconds = 0;
   double node_seconds = 0;  // the fixed cost of one graph node (dispatch, thread sync)
+
+  // Seconds of attention over `row_cell_heads` (row x cell x head) of heads
+  // `head_dim` wide: the cost of a row-cell-head is taken as linear in the
+  // width, through the two widths measured.
+  double attention_seconds(double row_cell_heads, int head_dim, bool prefill) const;
 
   // The rates for a type, or those of the probed type nearest in bits per weight.
   TypeRate rate(int ggml_type) const;

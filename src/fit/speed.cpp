@@ -28,9 +28,9 @@ double prefill_matrix_seconds(const FitModel::Matrix& m, int rows, const ProbeRe
   return double(m.bytes) / r.bytes_per_s + flops / r.prefill_flops;
 }
 
-// Attention work of one layer: rows x cells x heads x head width.
-double attention_units(const ModelConfig& c, int rows, int cells) {
-  return double(rows) * cells * c.n_head * c.head_dim;
+// Seconds of one layer's attention of `rows` rows over `cells` cells each.
+double attention_seconds(const ModelConfig& c, const ProbeResult& probe, int rows, int cells, bool prefill) {
+  return probe.attention_seconds(double(rows) * cells * c.n_head, c.head_dim, prefill);
 }
 
 // One decode step of n rows, each seeing `cells` cells (attention skips
@@ -41,7 +41,7 @@ double decode_seconds(const FitModel& model, const ServeSettings& s, const Probe
   double t = 0;
   for (const FitModel::Matrix& m : model.matrices()) t += decode_matrix_seconds(m, n, probe);
   const int n_attention = c.n_layer - c.n_recurrent_layers();
-  t += n_attention * n * (attention_units(c, 1, cells) / probe.attention_decode + probe.attention_op_seconds);
+  t += n_attention * n * (attention_seconds(c, probe, 1, cells, false) + probe.attention_op_seconds);
   // The step's graph: one window per sequence, as the cache places them apart.
   const int window = padded(cells);
   std::vector<KvCache::Window> windows;
@@ -59,8 +59,7 @@ double prefill_seconds(const FitModel& model, const ServeSettings& s, const Prob
     t += last_rows_only ? decode_matrix_seconds(m, 1, probe) : prefill_matrix_seconds(m, tokens, probe);
   }
   const int n_attention = c.n_layer - c.n_recurrent_layers();
-  t += n_attention *
-       (attention_units(c, tokens, padded(tokens)) / probe.attention_prefill + probe.attention_op_seconds);
+  t += n_attention * (attention_seconds(c, probe, tokens, padded(tokens), true) + probe.attention_op_seconds);
   const Forward::Measure g = model.measure(s.kv_type, padded(tokens), tokens, 1, s.threads);
   return t + g.n_nodes * probe.node_seconds;
 }

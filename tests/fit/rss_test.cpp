@@ -131,7 +131,7 @@ TEST(FitRss, PredictedPeakIsWithinTenPercentOfServeUnderFullLoad) {
   p.cpu = "test";
   p.threads = 2;
   p.types["f16"] = {1e10, 1e10, 1e10, 1e10, 1e10};
-  p.attention_decode = p.attention_prefill = 1e10;
+  p.attention_decode = p.attention_prefill = p.attention_decode_64 = p.attention_prefill_64 = 1e10;
   p.node_seconds = 1e-6;
   ASSERT_TRUE(write_file_atomic(probe_file, p.to_json().dump()).ok());
   const std::string settings =

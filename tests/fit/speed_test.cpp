@@ -20,7 +20,7 @@ ProbeResult made_up_probe(double bandwidth, double flops, double bandwidth_8 = 0
     const double eight = bandwidth_8 > 0 ? bandwidth_8 : bandwidth;
     p.types[t] = {bandwidth, eight, flops, bandwidth, eight};
   }
-  p.attention_decode = p.attention_prefill = flops;
+  p.attention_decode = p.attention_prefill = p.attention_decode_64 = p.attention_prefill_64 = flops;
   p.node_seconds = 1e-12;
   return p;
 }
@@ -56,6 +56,8 @@ TEST(FitProbe, AQuickProbeMeasuresEveryRate) {
   }
   EXPECT_GT(p->attention_decode, 0);
   EXPECT_GT(p->attention_prefill, 0);
+  EXPECT_GT(p->attention_decode_64, 0);
+  EXPECT_GT(p->attention_prefill_64, 0);
   EXPECT_GE(p->attention_op_seconds, 0);
   EXPECT_GT(p->node_seconds, 0);
   EXPECT_LT(p->node_seconds, 0.01);
@@ -122,7 +124,7 @@ TEST(FitSpeed, LayerMatricesTakeTheLayerRatesAndTheOutputTheProducts) {
   ASSERT_GT(layer_bytes, 0);
   ASSERT_GT(output_bytes, 0);
   ProbeResult p = made_up_probe(1e9, 1e30);
-  p.attention_decode = 1e30;
+  p.attention_decode = p.attention_decode_64 = 1e30;
   p.types["q8_0"].layer_bytes_per_s = 0.5e9;  // the layers' matrices stream at half the output's rate
   const SpeedPrediction got = predict_speed(m, m.resolve(ServeSettings{}), p);
   const double seconds = double(layer_bytes) / 0.5e9 + double(output_bytes) / 1e9;
@@ -171,10 +173,41 @@ TEST(FitSpeed, MemoryBoundDecodeStreamsEveryMatrixOnce) {
   // Rows that cost in proportion (8 rows read 1/8 as many weight bytes per
   // second) give no more tokens per second.
   ProbeResult bound_probe = made_up_probe(1e9, 1e30, 1e9 / 8);
-  bound_probe.attention_decode = 1e30;
+  bound_probe.attention_decode = bound_probe.attention_decode_64 = 1e30;
   const SpeedPrediction bound = predict_speed(m, s, bound_probe);
   EXPECT_NEAR(bound.decode_tps.at(8), bound.decode_tps.at(1), bound.decode_tps.at(1) * 0.01);
   EXPECT_GT(bound.prefill_tps, 0);
+}
+
+TEST(FitSpeed, AttentionCostFollowsTheHeadWidth) {
+  ProbeResult p;
+  p.attention_decode = 10e9;    // units per second with heads 128 wide
+  p.attention_decode_64 = 4e9;  // and 64 wide: a narrow head's cell costs more per unit
+  p.attention_prefill = 40e9;
+  p.attention_prefill_64 = 40e9;
+  const double pairs = 1e6;  // row x cell x head
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 128, false), pairs * 128 / 10e9);
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 64, false), pairs * 64 / 4e9);
+  // Between and beyond: linear in the width through the two.
+  const double at_64 = 64 / 4e9, at_128 = 128 / 10e9;
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 96, false), pairs * (at_64 + at_128) / 2);
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 256, false), pairs * (at_128 + 2 * (at_128 - at_64)));
+  // The prompt's rates are their own; equal rates per unit: in proportion to the width.
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 256, true), pairs * 256 / 40e9);
+  // Without the narrow measurement (0): as at 128, per unit.
+  p.attention_decode_64 = 0;
+  EXPECT_DOUBLE_EQ(p.attention_seconds(pairs, 64, false), pairs * 64 / 10e9);
+  // A result without either figure is from an older probe: refused.
+  p.attention_decode_64 = 4e9;
+  p.cpu = "Test CPU";
+  p.types["f16"] = {1e9, 1e9, 1e9, 1e9, 1e9};
+  p.node_seconds = 1e-9;
+  ASSERT_TRUE(ProbeResult::from_json(p.to_json()).ok());
+  for (const char* key : {"attention_decode_64", "attention_prefill_64"}) {
+    nlohmann::json j = p.to_json();
+    j.erase(key);
+    EXPECT_FALSE(ProbeResult::from_json(j).ok()) << key;
+  }
 }
 
 TEST(FitSpeed, EachDecodeRowPaysAnAttentionOpPerLayer) {
