@@ -10,29 +10,34 @@
 #   speed: predicted decode tok/s at 1 and 8 rows against graft bench's
 #     batched1 and batched8 (1 or 8 requests, each generating 128 tokens
 #     after a 128-token prompt: the shape graft fit predicts), and prefill
-#     against pp512. Target: decode within 15 %. The load average is printed
-#     with each measurement (the probe and graft bench run at this shell's
-#     priority: run the script without nice).
-# The probe (graft fit --probe) runs first unless PROBE=0 (then the cached one);
-# PROBE=each runs it again right before each type's graft bench, so that the
-# prediction and the measurement see the machine in the same state (a shared
-# VM's memory bandwidth drifts 10-20 % over minutes).
+#     against pp512. Target: decode within 15 %. ROUNDS rounds per type, each
+#     a probe (graft fit --probe) and a graft bench side by side, the probe
+#     first in odd rounds and second in even ones; the table gives the
+#     medians of the rounds and each round's error. The load average is
+#     printed with each measurement.
+# A shared VM's memory bandwidth drifts 20-40 % within seconds to minutes,
+# so a prediction is compared with a measurement taken next to its probe
+# (PROBE=each, the default; PROBE=1 probes once at the start, PROBE=0 uses
+# the cached probe). Run it without nice and without chrt: under SCHED_FIFO
+# the kernel's real-time throttling stalls graft bench for 50 ms every
+# second (5 %), which the probe's medians do not see.
 # MEMORY=0 runs the speed half only.
 # Env: GRAFT, THREADS (see bench/common.sh), TYPES (default "f16 q8_0 q4_0"),
-# CTXS (default "1024 4096"), PARALLEL (default 2), GEN (default 16), REPS (3).
+# CTXS (default "1024 4096"), PARALLEL (default 2), GEN (default 16), ROUNDS (3).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 TYPES=${TYPES:-f16 q8_0 q4_0}
 CTXS=${CTXS:-1024 4096}
 PARALLEL=${PARALLEL:-2}
 GEN=${GEN:-16}
-REPS=${REPS:-3}
+ROUNDS=${ROUNDS:-3}
+PROBE=${PROBE:-each}
 PORT=${PORT:-18241}
 OUT=$(mktemp -d /tmp/graft-fit-bench.XXXXXX)
 trap 'stop_server; rm -rf "$OUT"' EXIT
 
 echo "threads: $THREADS, parallel: $PARALLEL, contexts: $CTXS, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ "${PROBE:-1}" != 0 ] && [ "${PROBE:-1}" != each ]; then "$GRAFT" fit --probe --threads "$THREADS"; fi
+if [ "$PROBE" = 1 ]; then "$GRAFT" fit --probe --threads "$THREADS"; fi
 echo "load after the probe: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 model_for() {
@@ -81,18 +86,23 @@ JS
       "/proc/$SERVER_PID/smaps" >"$OUT/file-$type-$ctx.txt"
     stop_server
   done
-  if [ "${PROBE:-1}" = each ]; then
-    echo "$type: probing (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
-    "$GRAFT" fit --probe --threads "$THREADS" >"$OUT/probe-$type.txt"
-  fi
-  echo "$type: graft bench (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
-  "$GRAFT" bench "$model" -t "$THREADS" -p 512 -n 0 -r "$REPS" --rows 1,8 >"$OUT/bench-$type.txt" 2>/dev/null
-  "$GRAFT" fit "$model" --threads "$THREADS" --json --no-machines >"$OUT/speed-$type.json"
+  probe() {
+    [ "$PROBE" = each ] || return 0
+    echo "$type, round $round: probing (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
+    "$GRAFT" fit --probe --threads "$THREADS" >"$OUT/probe-$type-$round.txt"
+  }
+  for round in $(seq "$ROUNDS"); do
+    [ $((round % 2)) = 1 ] && probe
+    echo "$type, round $round: graft bench (load $(cut -d' ' -f1-3 /proc/loadavg)) ..." >&2
+    "$GRAFT" bench "$model" -t "$THREADS" -p 512 -n 0 -r 1 --rows 1,8 >"$OUT/bench-$type-$round.txt" 2>/dev/null
+    [ $((round % 2)) = 0 ] && probe
+    "$GRAFT" fit "$model" --threads "$THREADS" --json --no-machines >"$OUT/speed-$type-$round.json"
+  done
 done
 
-python3 - "$OUT" "$TYPES" "$CTXS" "$PARALLEL" <<'PY'
-import json, os, re, sys
-out, types, ctxs, parallel = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+python3 - "$OUT" "$TYPES" "$CTXS" "$PARALLEL" "$ROUNDS" <<'PY'
+import json, os, re, statistics, sys
+out, types, ctxs, parallel, rounds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], int(sys.argv[5])
 mib = lambda b: b / 2**20
 print(f"\nmemory: predicted peak RSS (graft fit) vs measured VmHWM of graft serve, {parallel} full requests at once")
 print("| type | ctx | predicted MiB | measured MiB | error | file resident MiB / file MiB | target |")
@@ -107,22 +117,28 @@ for t in types:
         err = (pred - meas) / meas if meas else float("nan")
         ok = "ok" if abs(err) <= 0.10 else "MISSED"
         print(f"| {t} | {c} | {mib(pred):.0f} | {mib(meas):.0f} | {100*err:+.1f} % | {mib(res):.0f} / {mib(fit['model']['file_bytes']):.0f} | within 10 % {ok} |")
-print("\nspeed: predicted (graft fit, from the probe) vs measured (graft bench, mean of its repetitions)")
-print("| type | test | predicted tok/s | measured tok/s | error | target |")
-print("| --- | --- | ---: | ---: | ---: | --- |")
+print(f"\nspeed: predicted (graft fit, from the probe next to each bench) vs measured (graft bench), medians of {rounds} rounds")
+print("| type | test | predicted tok/s | measured tok/s | error | each round's error | target |")
+print("| --- | --- | ---: | ---: | ---: | --- | --- |")
+tests = [("decode, 1 row (batched1)", lambda s: s.get("decode_tps", {}).get("1"), "batched1", 0.15),
+         ("decode, 8 rows (batched8)", lambda s: s.get("decode_tps", {}).get("8"), "batched8", 0.15),
+         ("prefill (pp512)", lambda s: s.get("prefill_tps"), "pp512", None)]
 for t in types:
-    speed = json.load(open(f"{out}/speed-{t}.json")).get("speed") or {}
-    bench = {}
-    for line in open(f"{out}/bench-{t}.txt"):
-        m = re.match(r"^(pp512|batched\d+)\s+([\d.]+)", line)
-        if m: bench[m.group(1)] = float(m.group(2))
-    rows = [("decode, 1 row (batched1)", speed.get("decode_tps", {}).get("1"), bench.get("batched1"), 0.15),
-            ("decode, 8 rows (batched8)", speed.get("decode_tps", {}).get("8"), bench.get("batched8"), 0.15),
-            ("prefill (pp512)", speed.get("prefill_tps"), bench.get("pp512"), None)]
-    for name, p, m, target in rows:
-        if p is None or not m:
-            print(f"| {t} | {name} | {p or '-'} | {m or '-'} | - | |"); continue
+    for name, predicted, key, target in tests:
+        pairs = []
+        for r in range(1, rounds + 1):
+            speed = json.load(open(f"{out}/speed-{t}-{r}.json")).get("speed") or {}
+            bench = {}
+            for line in open(f"{out}/bench-{t}-{r}.txt"):
+                m = re.match(r"^(pp512|batched\d+)\s+([\d.]+)", line)
+                if m: bench[m.group(1)] = float(m.group(2))
+            if predicted(speed) and bench.get(key): pairs.append((predicted(speed), bench[key]))
+        if not pairs:
+            print(f"| {t} | {name} | - | - | - | | |"); continue
+        p = statistics.median(x for x, _ in pairs)
+        m = statistics.median(y for _, y in pairs)
         err = (p - m) / m
+        each = ", ".join(f"{100 * (x - y) / y:+.0f} %" for x, y in pairs)
         tgt = "" if target is None else f"within {int(target*100)} % " + ("ok" if abs(err) <= target else "MISSED")
-        print(f"| {t} | {name} | {p:.1f} | {m:.1f} | {100*err:+.1f} % | {tgt} |")
+        print(f"| {t} | {name} | {p:.1f} | {m:.1f} | {100*err:+.1f} % | {each} | {tgt} |")
 PY
