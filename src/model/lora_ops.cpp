@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include <immintrin.h>
+
 #include <ggml-cpu.h>
 
 #include "model/lora.h"
@@ -37,6 +39,7 @@ void load_row(ggml_type type, const char* src, float* row, int64_t m) {
 // out[o] += scale * sum_k w[k] * B[k][o] for o in [0, n), B's rows (F16 or
 // BF16) `stride` bytes apart. Each product is exact in float; the sum runs
 // over k in order, in double, as ggml's dot product sums short rows.
+
 void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, const float* w, float scale,
                     int64_t rank, int64_t n) {
   const size_t es = ggml_type_size(type);
@@ -56,6 +59,46 @@ void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, co
     }
   }
 }
+
+#if defined(__AVX512F__)
+// 16 outputs of a B row (F16 or BF16) as floats.
+inline __m512 load16(ggml_type type, const char* src) {
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  if (type == GGML_TYPE_F16) return _mm512_cvtph_ps(half);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // BF16: the high half
+}
+
+// add_rows_exact's arithmetic, 32 outputs a pass in four vectors of doubles:
+// the same products (exact in float), summed over k in the same order.
+void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
+                           float scale, int64_t rank, int64_t n) {
+  const size_t es = ggml_type_size(type);
+  int64_t o0 = 0;
+  for (; o0 + kChunk <= n; o0 += kChunk) {
+    __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (int64_t k = 0; k < rank; ++k) {
+      if (w[k] == 0.0f) continue;
+      const char* row = b + size_t(k) * stride + size_t(o0) * es;
+      const __m512 wk = _mm512_set1_ps(w[k]);
+      for (int h = 0; h < 2; ++h) {
+        const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(16 * h) * es));
+        acc[2 * h] = _mm512_add_pd(acc[2 * h], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        acc[2 * h + 1] =
+            _mm512_add_pd(acc[2 * h + 1],
+                          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+      }
+    }
+    const __m512 s = _mm512_set1_ps(scale);
+    for (int h = 0; h < 2; ++h) {
+      const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(acc[2 * h])),
+                                            _mm512_cvtpd_ps(acc[2 * h + 1]), 1);
+      float* o = out + o0 + 16 * h;
+      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(sum, s)));
+    }
+  }
+  if (o0 < n) add_rows_exact(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, n - o0);
+}
+#endif
 
 inline float fused(float a, float b, float c) {
 #if defined(__FMA__)
@@ -242,7 +285,11 @@ void lora_b_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
       } else if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
         add_rows_ggml_dot(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
       } else {
+#if defined(__AVX512F__)
+        add_rows_exact_avx512(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
+#else
         add_rows_exact(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
+#endif
       }
     }
   }
