@@ -141,6 +141,62 @@ GRAFT_VNNI512 inline __m512i scaled_sums(const int8_t* q, const __m512i* lo, con
   return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16)), scales);
 }
 
+// Which 16-bit word of two sub-blocks' unpack_scales each lane takes: word
+// 2l + h of lane l = 2c + s is column c's scale (min) of the 64 inputs' half h.
+struct LaneScaleIndex {
+  __m512i scales, mins;
+};
+GRAFT_VNNI512 inline LaneScaleIndex lane_scale_index() {
+  alignas(64) int16_t scale_idx[32], min_idx[32];
+  for (int l = 0; l < 16; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      scale_idx[2 * l + h] = int16_t(16 * h + l / 2);
+      min_idx[2 * l + h] = int16_t(16 * h + 8 + l / 2);
+    }
+  }
+  return {_mm512_load_si512(scale_idx), _mm512_load_si512(min_idx)};
+}
+
+// A block's super-scales d and dmin, each column's on both of its lanes, and
+// its sub-block scales and mins unpacked (two sub-blocks per 256 bits).
+struct BlockScales {
+  __m512 d, dmin;
+  __m512i sm[2];
+};
+GRAFT_VNNI512 inline BlockScales block_scales(const Q4Kx8& blk) {
+  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i sc_lo = _mm512_loadu_si512(blk.scales);
+  const __m512i sc_hi =
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales + 64)));
+  return {_mm512_permutexvar_ps(pair, _mm512_castps256_ps512(_mm256_cvtph_ps(
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d))))),
+          _mm512_permutexvar_ps(pair, _mm512_castps256_ps512(_mm256_cvtph_ps(
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin))))),
+          {unpack_scales(sc_lo, sc_hi, 0), unpack_scales(sc_lo, sc_hi, 1)}};
+}
+
+// Inputs 64p .. 64p + 63 of a block: each lane's scale and min words, and
+// the weights' low and high nibbles.
+struct BlockPart {
+  __m512i scales, mins;
+  __m512i lo[4], hi[4];
+};
+GRAFT_VNNI512 inline BlockPart block_part(const Q4Kx8& blk, const BlockScales& bs,
+                                          const LaneScaleIndex& index, int p) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i words = _mm512_cvtepu8_epi16(p % 2 ? _mm512_extracti64x4_epi64(bs.sm[p / 2], 1)
+                                                   : _mm512_castsi512_si256(bs.sm[p / 2]));
+  BlockPart part;
+  part.scales = _mm512_permutexvar_epi16(index.scales, words);
+  part.mins = _mm512_permutexvar_epi16(index.mins, words);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i raw = _mm512_loadu_si512(blk.qs + 64 * (4 * p + k));
+    part.lo[k] = _mm512_and_si512(raw, low4);
+    part.hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+  }
+  return part;
+}
+
 // Columns [8g, 8g + 8) of R rows (row r's blocks at in + r * nb), over all
 // nb blocks, the sums scaled and added once per 256 inputs (ggml's order for
 // the rows after the groups of four; paired_column_group has theirs). Lane
@@ -149,57 +205,27 @@ GRAFT_VNNI512 inline __m512i scaled_sums(const int8_t* q, const __m512i* lo, con
 template <int R>
 GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in, float* dst,
                                 int64_t dst_stride) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  // Word 2l + h of lane l = 2c + s: column c's scale (min) of the 64 inputs'
-  // half h, from the 32 words of two sub-blocks' unpack_scales.
-  alignas(64) int16_t scale_idx[32], min_idx[32];
-  for (int l = 0; l < 16; ++l) {
-    for (int h = 0; h < 2; ++h) {
-      scale_idx[2 * l + h] = int16_t(16 * h + l / 2);
-      min_idx[2 * l + h] = int16_t(16 * h + 8 + l / 2);
-    }
-  }
-  const __m512i sidx = _mm512_load_si512(scale_idx);
-  const __m512i midx = _mm512_load_si512(min_idx);
+  const LaneScaleIndex index = lane_scale_index();
   __m512 acc[R], acc_min[R];
   for (int r = 0; r < R; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q4Kx8& blk = w[b];
-    const __m512 dw = _mm512_permutexvar_ps(
-        pair,
-        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
-    const __m512 dmw = _mm512_permutexvar_ps(
-        pair,
-        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin)))));
-    const __m512i sc_lo = _mm512_loadu_si512(blk.scales);
-    const __m512i sc_hi =
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales + 64)));
-    const __m512i sm[2] = {unpack_scales(sc_lo, sc_hi, 0), unpack_scales(sc_lo, sc_hi, 1)};
+    const BlockScales bs = block_scales(blk);
     __m512i isum[R], imin[R];
     for (int r = 0; r < R; ++r) isum[r] = imin[r] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {  // 64 inputs: sub-blocks 2p, 2p + 1
-      const __m512i words = _mm512_cvtepu8_epi16(p % 2 ? _mm512_extracti64x4_epi64(sm[p / 2], 1)
-                                                       : _mm512_castsi512_si256(sm[p / 2]));
-      const __m512i scales = _mm512_permutexvar_epi16(sidx, words);
-      const __m512i mins = _mm512_permutexvar_epi16(midx, words);
-      __m512i lo[4], hi[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m512i raw = _mm512_loadu_si512(blk.qs + 64 * (4 * p + k));
-        lo[k] = _mm512_and_si512(raw, low4);
-        hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-      }
+      const BlockPart part = block_part(blk, bs, index, p);
       for (int r = 0; r < R; ++r) {
         const InputBlock& a = in[r * nb + b];
-        isum[r] = _mm512_add_epi32(isum[r], scaled_sums(a.q + 64 * p, lo, hi, scales));
-        imin[r] = _mm512_add_epi32(imin[r], _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p])));
+        isum[r] = _mm512_add_epi32(isum[r], scaled_sums(a.q + 64 * p, part.lo, part.hi, part.scales));
+        imin[r] = _mm512_add_epi32(imin[r], _mm512_madd_epi16(part.mins, _mm512_set1_epi32(a.sums[p])));
       }
     }
     for (int r = 0; r < R; ++r) {
       const __m512 da = _mm512_set1_ps(in[r * nb + b].d);
       const __m512i col = _mm512_add_epi32(isum[r], _mm512_shuffle_epi32(isum[r], _MM_PERM_CDAB));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-      acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(dmw, da), acc_min[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(bs.d, da), acc[r]);
+      acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[r]), _mm512_mul_ps(bs.dmin, da), acc_min[r]);
     }
   }
   const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -219,59 +245,31 @@ GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBl
                                        int64_t dst_stride) {
   static_assert(R % 2 == 0);
   constexpr int kPairs = R / 2;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i pair = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   // Lane 2c takes a's lane 2c (even) or 2c + 1 (odd), lane 2c + 1 b's.
   const __m512i take_even = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
   const __m512i take_odd = _mm512_set_epi32(31, 15, 29, 13, 27, 11, 25, 9, 23, 7, 21, 5, 19, 3, 17, 1);
-  alignas(64) int16_t scale_idx[32], min_idx[32];  // as column_group's (see there)
-  for (int l = 0; l < 16; ++l) {
-    for (int h = 0; h < 2; ++h) {
-      scale_idx[2 * l + h] = int16_t(16 * h + l / 2);
-      min_idx[2 * l + h] = int16_t(16 * h + 8 + l / 2);
-    }
-  }
-  const __m512i sidx = _mm512_load_si512(scale_idx);
-  const __m512i midx = _mm512_load_si512(min_idx);
+  const LaneScaleIndex index = lane_scale_index();
   __m512 acc[kPairs], acc_min[kPairs];
   for (int r = 0; r < kPairs; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q4Kx8& blk = w[b];
-    const __m512 dw = _mm512_permutexvar_ps(
-        pair,
-        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)))));
-    const __m512 dmw = _mm512_permutexvar_ps(
-        pair,
-        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.dmin)))));
-    const __m512i sc_lo = _mm512_loadu_si512(blk.scales);
-    const __m512i sc_hi =
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales + 64)));
-    const __m512i sm[2] = {unpack_scales(sc_lo, sc_hi, 0), unpack_scales(sc_lo, sc_hi, 1)};
+    const BlockScales bs = block_scales(blk);
     for (int p = 0; p < 4; ++p) {  // 64 inputs: sub-blocks 2p, 2p + 1
-      const __m512i words = _mm512_cvtepu8_epi16(p % 2 ? _mm512_extracti64x4_epi64(sm[p / 2], 1)
-                                                       : _mm512_castsi512_si256(sm[p / 2]));
-      const __m512i scales = _mm512_permutexvar_epi16(sidx, words);
-      const __m512i mins = _mm512_permutexvar_epi16(midx, words);
-      __m512i lo[4], hi[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m512i raw = _mm512_loadu_si512(blk.qs + 64 * (4 * p + k));
-        lo[k] = _mm512_and_si512(raw, low4);
-        hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-      }
+      const BlockPart part = block_part(blk, bs, index, p);
       for (int r = 0; r < kPairs; ++r) {
         const InputBlock& a = in[(2 * r) * nb + b];
         const InputBlock& c = in[(2 * r + 1) * nb + b];
-        const __m512i sa = scaled_sums(a.q + 64 * p, lo, hi, scales);
-        const __m512i sc = scaled_sums(c.q + 64 * p, lo, hi, scales);
+        const __m512i sa = scaled_sums(a.q + 64 * p, part.lo, part.hi, part.scales);
+        const __m512i sc = scaled_sums(c.q + 64 * p, part.lo, part.hi, part.scales);
         // Both lanes of a column hold its mins' sum: one from each row.
         const __m512i m =
-            _mm512_mask_blend_epi32(0xAAAA, _mm512_madd_epi16(mins, _mm512_set1_epi32(a.sums[p])),
-                                    _mm512_madd_epi16(mins, _mm512_set1_epi32(c.sums[p])));
+            _mm512_mask_blend_epi32(0xAAAA, _mm512_madd_epi16(part.mins, _mm512_set1_epi32(a.sums[p])),
+                                    _mm512_madd_epi16(part.mins, _mm512_set1_epi32(c.sums[p])));
         const __m512i col = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, take_even, sc),
                                              _mm512_permutex2var_epi32(sa, take_odd, sc));
         const __m512 da = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(a.d), _mm512_set1_ps(c.d));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(dw, da), acc[r]);
-        acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmw, da), acc_min[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(col), _mm512_mul_ps(bs.d, da), acc[r]);
+        acc_min[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(bs.dmin, da), acc_min[r]);
       }
     }
   }
