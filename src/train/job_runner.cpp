@@ -349,6 +349,10 @@ void JobRunner::run_job(std::shared_ptr<Live> live) {
   }
   if (claimed && (spawned || request != StopRequest::none)) {
     const std::string last_words = job ? read_tail(stderr_log(*job), stderr_from, 1500) : std::string();
+    // A trainer that died while it wrote the adapter leaves a hidden folder
+    // in the store: cleared before the job's new state shows, so that no one
+    // who sees the job failed or cancelled finds it there.
+    if (job && exit && !outcome.done) clear_dead_publishes(options_.store_dir, job->adapter_id);
     auto finished = store_.update_job(id, [&](JobRecord& j, JobChanges& changes) -> Status {
       j.pid = 0;
       if (outcome.done || outcome.failed || (is_final(j.status) && j.status != JobStatus::cancelled))
@@ -391,11 +395,6 @@ void JobRunner::run_job(std::shared_ptr<Live> live) {
       return {};
     });
     if (!finished) GRAFT_LOG_ERROR("job {}: {}", id, finished.error().message);
-    // A trainer killed while it wrote the adapter leaves a hidden folder in
-    // the store; a job that ends without its adapter clears it.
-    if (finished && (finished->status == JobStatus::failed || finished->status == JobStatus::cancelled)) {
-      clear_dead_publishes(options_.store_dir, finished->adapter_id);
-    }
     if (finished && finished->status == JobStatus::succeeded && options_.on_succeeded) {
       options_.on_succeeded(*finished);
     }
