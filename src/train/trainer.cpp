@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -40,6 +41,14 @@ namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A test hook (GRAFT_TRAIN_HOLD_AT_STEP=N): a run that reaches step N waits
+// there until it is asked to stop, so that a test can pause a job mid-run
+// however fast this machine trains. 0 (unset) holds nowhere.
+int hold_at_step() {
+  const char* v = std::getenv("GRAFT_TRAIN_HOLD_AT_STEP");
+  return v ? std::atoi(v) : 0;
 }
 
 std::string default_adapter_id(const std::string& model_path) {
@@ -274,6 +283,7 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
     return {};
   };
 
+  const int hold_step = hold_at_step();
   while (state.step < s.total_steps) {
     const int step = state.step + 1;
     int64_t targets = 0;
@@ -324,6 +334,7 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
       state.val_loss = val;
       events.event({{"type", "val"}, {"step", step}, {"val_loss", val}});
     }
+    while (step == hold_step && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const bool stopping = stop.load();
     if ((c.save_every > 0 && step % c.save_every == 0) || step == s.total_steps || stopping) {
       GRAFT_TRY_STATUS(checkpoint());
