@@ -145,7 +145,7 @@ ggml_tensor* model_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, Qu
     return q4k_rows_mul_mat(ctx, w, xq.q4k);
   }
   const bool q6k = q6k_rows_supported(w);
-  if (q6k || q5k_rows_supported(w, x->ne[1])) {
+  if (q6k || q5k_rows_supported(w)) {
     if (!xq.q5k) xq.q5k = q5k_rows_quantize(ctx, x);
     return q6k ? q6k_rows_mul_mat(ctx, w, xq.q5k) : q5k_rows_mul_mat(ctx, w, xq.q5k);
   }

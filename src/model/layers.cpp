@@ -47,7 +47,7 @@ ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
   if (g.training || !ggml_is_contiguous(x)) return ggml_mul_mat(g.ctx, w, x);
   const bool q4k = q4k_rows_supported(w);  // Q4_K, Q5_K: q4k_rows, as q4_rows
   const bool q6k = q6k_rows_supported(w);
-  if (q4k || q6k || q5k_rows_supported(w, x->ne[1])) {
+  if (q4k || q6k || q5k_rows_supported(w)) {
     auto& quantized = q4k ? g.quantized_k : g.quantized_k5;
     auto it = std::find_if(quantized.begin(), quantized.end(), [&](const auto& e) { return e.first == x; });
     if (it == quantized.end())

@@ -204,33 +204,9 @@ GRAFT_VNNI512 void q6_column(const Q6KBlock* w, int64_t nb, const KInputBlock* i
   }
 }
 
-using ColumnFn = void (*)(const Q6KBlock*, int64_t, const KInputBlock*, float*, int64_t);
-constexpr ColumnFn kColumn[kKMaxRows] = {&q6_column<1>, &q6_column<2>, &q6_column<3>, &q6_column<4>,
-                                         &q6_column<5>, &q6_column<6>, &q6_column<7>, &q6_column<8>};
-
-// Up to kKMaxRows rows: each thread a share of the columns, one at a time.
-void q6_mul_mat_columns(ggml_tensor* dst, int ith, int nth) {
-  const ggml_tensor* w = dst->src[0];
-  const auto* in = static_cast<const KInputBlock*>(dst->src[1]->data);
-  const int64_t nb = w->ne[0] / kBlock;
-  const int64_t n_out = w->ne[1];
-  const int64_t n_rows = dst->ne[1];
-  const int64_t dst_stride = dst->nb[1] / sizeof(float);
-  const auto* weights = static_cast<const Q6KBlock*>(w->data);
-  auto* out = static_cast<float*>(dst->data);
-  const int64_t o0 = n_out * ith / nth;
-  const int64_t o1 = n_out * (ith + 1) / nth;
-  const int64_t chunk = k_rows_per_chunk(nb);
-  for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
-    const int64_t c1 = std::min(n_rows, c0 + chunk);
-    for (int64_t o = o0; o < o1; ++o) {
-      for (int64_t r0 = c0; r0 < c1; r0 += kKMaxRows) {
-        kColumn[std::min<int64_t>(kKMaxRows, c1 - r0) - 1](weights + o * nb, nb, in + r0 * nb,
-                                                           out + r0 * dst_stride + o, dst_stride);
-      }
-    }
-  }
-}
+constexpr KColumnFn<Q6KBlock> kColumn[kKMaxRows] = {&q6_column<1>, &q6_column<2>, &q6_column<3>,
+                                                    &q6_column<4>, &q6_column<5>, &q6_column<6>,
+                                                    &q6_column<7>, &q6_column<8>};
 
 // More rows: each thread a share of the groups of 8 columns (the last may
 // have fewer).
@@ -268,7 +244,7 @@ void q6_mul_mat_groups(ggml_tensor* dst, int ith, int nth) {
 // time 2.0-2.5x and 1.7-2.2x).
 void q6_mul_mat_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   if (dst->ne[1] <= kKMaxRows)
-    q6_mul_mat_columns(dst, ith, nth);
+    k_rows_by_column(dst, ith, nth, kColumn);
   else
     q6_mul_mat_groups(dst, ith, nth);
 }

@@ -4,7 +4,7 @@
 // one weight row at a time, read front to back as ggml reads it, each
 // block's 6-bit weights and scales unpacked in registers once for all the
 // rows, 64 inputs per VNNI multiply (ggml: 32, and 3 instructions each). More
-// rows: in q4k_rows' manner for Q5_K (model/q4k_rows.h), 8 weight rows per
+// rows: in q4k_rows' manner (model/q4k_rows.h), 8 weight rows per
 // group, each block of the group unpacked once for 8 rows at a time, in
 // chunks of rows whose quantized inputs stay in L2. Against ggml's kernel,
 // inside one process on 2 threads (Zen 5): 1.4-1.8x its rate for 1 row,

@@ -69,6 +69,37 @@ inline int64_t k_rows_per_chunk(int64_t nb) {
 // node that runs `kernel`: F32 [n_out, n_rows] (model/q4k_rows.cpp).
 ggml_tensor* k_rows_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* xq, ggml_custom_op_t kernel);
 
+// A K-quant product a weight row (column) at a time: each thread a share of
+// the columns, the rows in chunks of k_rows_per_chunk and passes of up to
+// kKMaxRows, column[n - 1] taking n rows of one column. dst = w x as
+// k_rows_product makes it (dst->src: w of Block rows as files store them, the
+// quantized input).
+template <typename Block>
+using KColumnFn = void (*)(const Block* w, int64_t nb, const KInputBlock* in, float* dst, int64_t dst_stride);
+template <typename Block>
+void k_rows_by_column(ggml_tensor* dst, int ith, int nth, const KColumnFn<Block> (&column)[kKMaxRows]) {
+  const ggml_tensor* w = dst->src[0];
+  const auto* in = static_cast<const KInputBlock*>(dst->src[1]->data);
+  const int64_t nb = w->ne[0] / kKInputBlock;
+  const int64_t n_out = w->ne[1];
+  const int64_t n_rows = dst->ne[1];
+  const int64_t dst_stride = dst->nb[1] / sizeof(float);
+  const auto* weights = static_cast<const Block*>(w->data);
+  auto* out = static_cast<float*>(dst->data);
+  const int64_t o0 = n_out * ith / nth;
+  const int64_t o1 = n_out * (ith + 1) / nth;
+  const int64_t chunk = k_rows_per_chunk(nb);
+  for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
+    const int64_t c1 = std::min(n_rows, c0 + chunk);
+    for (int64_t o = o0; o < o1; ++o) {
+      for (int64_t r0 = c0; r0 < c1; r0 += kKMaxRows) {
+        column[std::min<int64_t>(kKMaxRows, c1 - r0) - 1](weights + o * nb, nb, in + r0 * nb,
+                                                          out + r0 * dst_stride + o, dst_stride);
+      }
+    }
+  }
+}
+
 // The 8 lanes of ggml's one-row K-quant dot products (AVX2) added as ggml
 // adds them at the end: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 inline float sum_lanes8(const float* l) {

@@ -82,8 +82,8 @@ Products multiply(ggml_type type, int64_t n_in, int64_t n_out, int64_t n_rows, u
   Products out;
   if (wbuf) ggml_backend_tensor_set(w, wq.data(), 0, wq.size());  // repacks Q4_K
   const bool q6k = type == GGML_TYPE_Q6_K;
-  if (!wbuf || !(q4k ? q4k_rows_supported(w) : q6k ? q6k_rows_supported(w) : q5k_rows_supported(w, 3)))
-    return out;  // (any rows: 3 is where graft starts using Q5_K's)
+  if (!wbuf || !(q4k ? q4k_rows_supported(w) : q6k ? q6k_rows_supported(w) : q5k_rows_supported(w)))
+    return out;
 
   ggml_context_ptr gctx(ggml_init(params));
   ggml_tensor* x = ggml_new_tensor_2d(gctx.get(), GGML_TYPE_F32, n_in, n_rows);
