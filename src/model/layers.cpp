@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "model/kv8_attention.h"
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
@@ -190,10 +191,14 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
     ggml_tensor* values =
         ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.v->type, head_dim),
                      cache.v->nb[1], size_t(group.cell_begin) * cache.v->nb[1]);
+    ggml_tensor* mask = sliding && !own_pool ? group.sliding_mask : group.mask;
+    if (kv8_attention_supported(keys, values)) {  // a Q8_0 cache: ggml's result, faster
+      outs.push_back(kv8_attention(ctx, q_rows, keys, values, mask, scale));
+      continue;
+    }
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);
     keys = ggml_permute(ctx, keys, 0, 2, 1, 3);
     values = ggml_permute(ctx, values, 0, 2, 1, 3);
-    ggml_tensor* mask = sliding && !own_pool ? group.sliding_mask : group.mask;
     ggml_tensor* group_out = ggml_flash_attn_ext(ctx, q_rows, keys, values, mask, scale, 0.0f, 0.0f);
     ggml_flash_attn_ext_set_prec(group_out, GGML_PREC_F32);
     outs.push_back(group_out);
