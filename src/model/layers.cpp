@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "model/kv8_attention.h"
+#include "model/kv_attention.h"
 #include "model/lora_ops.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
@@ -192,8 +192,8 @@ ggml_tensor* attention(GraphContext& g, int layer, ggml_tensor* q, ggml_tensor* 
         ggml_view_3d(ctx, cache.v, head_dim, n_head_kv, group.n_cells, ggml_row_size(cache.v->type, head_dim),
                      cache.v->nb[1], size_t(group.cell_begin) * cache.v->nb[1]);
     ggml_tensor* mask = sliding && !own_pool ? group.sliding_mask : group.mask;
-    if (kv8_attention_supported(keys, values)) {  // a Q8_0 cache: ggml's result, faster
-      outs.push_back(kv8_attention(ctx, q_rows, keys, values, mask, scale));
+    if (kv_attention_supported(keys, values, group.n_rows)) {  // ggml's result, faster
+      outs.push_back(kv_attention(ctx, q_rows, keys, values, mask, scale));
       continue;
     }
     q_rows = ggml_permute(ctx, q_rows, 0, 2, 1, 3);

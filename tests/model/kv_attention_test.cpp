@@ -1,5 +1,6 @@
-// kv8_attention against ggml's flash attention on the same Q8_0 caches.
-#include "model/kv8_attention.h"
+// kv_attention against ggml's flash attention on the same F16 and Q8_0
+// caches.
+#include "model/kv_attention.h"
 
 #include <cmath>
 #include <random>
@@ -28,7 +29,7 @@ struct Outputs {
 // query per row and head, and a mask: row r sees the cells up to its own
 // (a causal window that starts at a different cell per row), less every
 // seventh; the last row of a group of more than 2 sees nothing.
-Outputs attend_both_ways(const Shape& s, float scale, unsigned seed) {
+Outputs attend_both_ways(ggml_type type, const Shape& s, float scale, int threads, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t kv_row = s.head_dim * s.n_head_kv;
@@ -47,34 +48,34 @@ Outputs attend_both_ways(const Shape& s, float scale, unsigned seed) {
       mask[size_t(r * s.n_cells + c)] = ggml_fp32_to_fp16(sees ? 0.0f : -INFINITY);
     }
   }
-  const size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, kv_row);
+  const size_t row_bytes = ggml_row_size(type, kv_row);
   std::vector<uint8_t> kq(row_bytes * size_t(s.n_cells)), vq(kq.size());
-  ggml_quantize_chunk(GGML_TYPE_Q8_0, kf.data(), kq.data(), 0, s.n_cells, kv_row, nullptr);
-  ggml_quantize_chunk(GGML_TYPE_Q8_0, vf.data(), vq.data(), 0, s.n_cells, kv_row, nullptr);
+  ggml_quantize_chunk(type, kf.data(), kq.data(), 0, s.n_cells, kv_row, nullptr);
+  ggml_quantize_chunk(type, vf.data(), vq.data(), 0, s.n_cells, kv_row, nullptr);
 
   ggml_init_params params{};
   params.mem_size = 32 * ggml_tensor_overhead() + ggml_graph_overhead();
   params.no_alloc = true;
   ggml_context_ptr ctx(ggml_init(params));
-  ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_Q8_0, s.head_dim, s.n_head_kv, s.n_cells);
-  ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_Q8_0, s.head_dim, s.n_head_kv, s.n_cells);
+  ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), type, s.head_dim, s.n_head_kv, s.n_cells);
+  ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), type, s.head_dim, s.n_head_kv, s.n_cells);
   ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, s.head_dim, s.n_head, s.n_rows);
   ggml_tensor* m = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, s.n_cells, s.n_rows);
   for (ggml_tensor* t : {k, v, q, m}) ggml_set_input(t);
   Outputs out;
-  if (!kv8_attention_supported(k, v)) return out;
+  if (!kv_attention_supported(k, v, s.n_rows)) return out;
   ggml_tensor* a = ggml_flash_attn_ext(ctx.get(), ggml_permute(ctx.get(), q, 0, 2, 1, 3),
                                        ggml_permute(ctx.get(), k, 0, 2, 1, 3),
                                        ggml_permute(ctx.get(), v, 0, 2, 1, 3), m, scale, 0.0f, 0.0f);
   ggml_flash_attn_ext_set_prec(a, GGML_PREC_F32);
-  ggml_tensor* b = kv8_attention(ctx.get(), q, k, v, m, scale);
+  ggml_tensor* b = kv_attention(ctx.get(), q, k, v, m, scale);
   ggml_set_output(a);
   ggml_set_output(b);
   ggml_cgraph* graph = ggml_new_graph(ctx.get());
   ggml_build_forward_expand(graph, a);
   ggml_build_forward_expand(graph, b);
   ggml_backend_ptr backend(ggml_backend_cpu_init());
-  ggml_backend_cpu_set_n_threads(backend.get(), 2);
+  ggml_backend_cpu_set_n_threads(backend.get(), threads);
   ggml_backend_buffer_ptr buf(ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()));
   ggml_backend_tensor_set(k, kq.data(), 0, kq.size());
   ggml_backend_tensor_set(v, vq.data(), 0, vq.size());
@@ -88,30 +89,57 @@ Outputs attend_both_ways(const Shape& s, float scale, unsigned seed) {
   return out;
 }
 
-// Decode (one row), a few rows, a prefill chunk; 64-, 128- and 256-wide
-// heads; grouped and plain heads; a single cell and hundreds.
-TEST(Kv8Attention, MatchesGgmlToTheBit) {
-  const std::vector<Shape> shapes = {{64, 32, 8, 300, 1},  {64, 32, 8, 1, 1},  {128, 16, 4, 97, 1},
-                                     {128, 8, 8, 40, 5},   {64, 4, 2, 700, 3}, {256, 4, 1, 65, 2},
-                                     {128, 16, 2, 512, 32}};
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
-    const float scale = 1.0f / std::sqrt(float(s.head_dim));
-    const Outputs o = attend_both_ways(s, scale, unsigned(11 + i));
-    if (o.ggml.empty()) GTEST_SKIP() << "no AVX-512 VNNI on this machine";
-    size_t unequal = 0, first = 0, zeros = 0;
-    for (size_t j = 0; j < o.ggml.size(); ++j) {
-      ASSERT_TRUE(std::isfinite(o.ggml[j]));
-      zeros += o.ggml[j] == 0.0f;
-      if (o.ggml[j] == o.ours[j]) continue;
-      if (unequal++ == 0) first = j;
-    }
-    EXPECT_EQ(unequal, 0u) << "shape " << i << ": the first at " << first << ": ggml " << o.ggml[first]
-                           << ", ours " << o.ours[first];
-    if (s.n_rows > 2) {
-      EXPECT_GE(zeros, size_t(s.head_dim * s.n_head)) << "a row that sees no cell reads 0";
+void expect_matches_ggml(ggml_type type, const std::vector<Shape>& shapes) {
+  for (int threads : {1, 2, 3}) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Shape& s = shapes[i];
+      const float scale = 1.0f / std::sqrt(float(s.head_dim));
+      const Outputs o = attend_both_ways(type, s, scale, threads, unsigned(11 + i));
+      if (o.ggml.empty()) GTEST_SKIP() << "no AVX-512 VNNI on this machine";
+      size_t unequal = 0, first = 0, zeros = 0;
+      for (size_t j = 0; j < o.ggml.size(); ++j) {
+        ASSERT_TRUE(std::isfinite(o.ggml[j]));
+        zeros += o.ggml[j] == 0.0f;
+        if (o.ggml[j] == o.ours[j]) continue;
+        if (unequal++ == 0) first = j;
+      }
+      EXPECT_EQ(unequal, 0u) << ggml_type_name(type) << " shape " << i << ", " << threads
+                             << " threads: the first at " << first << ": ggml " << o.ggml[first] << ", ours "
+                             << o.ours[first];
+      if (s.n_rows > 2) {
+        EXPECT_GE(zeros, size_t(s.head_dim * s.n_head)) << "a row that sees no cell reads 0";
+      }
     }
   }
+}
+
+// Decode (one row), a few rows, a prefill chunk; 64-, 128- and 256-wide
+// heads; grouped and plain heads; a single cell and hundreds.
+TEST(KvAttention, MatchesGgmlOnAQ8_0Cache) {
+  expect_matches_ggml(GGML_TYPE_Q8_0, {{64, 32, 8, 300, 1},
+                                       {64, 32, 8, 1, 1},
+                                       {128, 16, 4, 97, 1},
+                                       {128, 8, 8, 40, 5},
+                                       {64, 4, 2, 700, 3},
+                                       {256, 4, 1, 65, 2},
+                                       {128, 16, 2, 512, 32},
+                                       {64, 8, 2, 200, 80}});
+}
+
+// The same up to 63 rows (ggml tiles more), and one row over 512 cells or
+// more, which ggml splits into a chunk of cells per thread.
+TEST(KvAttention, MatchesGgmlOnAnF16Cache) {
+  expect_matches_ggml(GGML_TYPE_F16, {{64, 32, 8, 300, 1},
+                                      {64, 32, 8, 1, 1},
+                                      {128, 16, 4, 97, 1},
+                                      {128, 8, 8, 40, 5},
+                                      {64, 4, 2, 700, 3},
+                                      {256, 4, 1, 65, 2},
+                                      {128, 16, 2, 512, 32},
+                                      {64, 32, 8, 511, 1},
+                                      {64, 32, 8, 512, 1},
+                                      {128, 8, 2, 1300, 1},
+                                      {64, 4, 4, 2, 63}});
 }
 
 }  // namespace
