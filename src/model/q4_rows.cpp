@@ -125,6 +125,7 @@ GRAFT_VNNI512 inline void column_group(const Q4x8* w, int64_t nb, const InputBlo
   }
   for (int64_t b = 0; b < nb; ++b) {
     const Q4x8& blk = w[b];
+    prefetch_ahead(w + b);
     const __m512i h0 = _mm512_xor_si512(_mm512_loadu_si512(blk.qs), flip);
     const __m512i h1 = _mm512_xor_si512(_mm512_loadu_si512(blk.qs + 64), flip);
     const __m512i lo0 = _mm512_and_si512(h0, low4);

@@ -209,6 +209,7 @@ GRAFT_VNNI512 void column_group(const Q4Kx8* w, int64_t nb, const InputBlock* in
   for (int r = 0; r < R; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q4Kx8& blk = w[b];
+    prefetch_ahead(&blk);
     const BlockScales bs = block_scales(blk);
     __m512i isum[R], imin[R];
     for (int r = 0; r < R; ++r) isum[r] = imin[r] = _mm512_setzero_si512();
@@ -252,6 +253,7 @@ GRAFT_VNNI512 void paired_column_group(const Q4Kx8* w, int64_t nb, const InputBl
   for (int r = 0; r < kPairs; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q4Kx8& blk = w[b];
+    prefetch_ahead(&blk);
     const BlockScales bs = block_scales(blk);
     for (int p = 0; p < 4; ++p) {  // 64 inputs: sub-blocks 2p, 2p + 1
       const BlockPart part = block_part(blk, bs, index, p);
@@ -382,6 +384,7 @@ GRAFT_VNNI512 void q5_column(const Q5KBlock* w, int64_t nb, const InputBlock* in
   }
   for (int64_t b = 0; b < nb; ++b) {
     const Q5KBlock& x = w[b];
+    prefetch_ahead(&x);
     // The 6-bit scales (words 0-7) and mins (8-15) of the 12 bytes: for
     // sub-blocks 0-3 the low 6 bits of bytes 0-3 and 4-7; for 4-7 the
     // nibbles of bytes 8-11 below the top 2 bits of bytes 0-3 and 4-7.

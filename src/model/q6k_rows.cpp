@@ -164,6 +164,7 @@ GRAFT_VNNI512 void q6_column(const Q6KBlock* w, int64_t nb, const KInputBlock* i
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q6KBlock& x = w[b];
+    prefetch_ahead(&x);
     __m512i q[2][2], scales[2];
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
     for (int j = 0; j < 2; ++j) {

@@ -62,6 +62,8 @@ GRAFT_VNNI512 void tile(const Weights& w, int64_t c0, int n_cols, int64_t nb, co
     for (int p = 0; p < P; ++p) {
       const uint8_t* lo = col[2 * p] + at;
       const uint8_t* hi = col[2 * p + 1] + at;
+      prefetch_ahead(lo, kBlockBytes);
+      prefetch_ahead(hi, kBlockBytes);
       // Weights + 128, unsigned (as the first operand of the VNNI multiply).
       wq[p] = _mm512_xor_si512(
           _mm512_inserti64x4(
@@ -122,6 +124,7 @@ GRAFT_VNNI512_VL void one_row(const Weights& w, int64_t c0, int64_t c1, int64_t 
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + size_t(b) * kBlockBytes;
+      prefetch_ahead(blk, kBlockBytes);
       const __m256i wq =
           _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), flip);
       const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256(start + b), wq,

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <immintrin.h>
+
 #include <ggml.h>
 
 namespace graft {
@@ -19,6 +21,22 @@ namespace graft {
 // The kernels' instruction set: AVX-512 (F, BW) with VNNI, F16C and FMA,
 // selected per function so the rest of graft builds for any x86-64.
 #define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
+
+// The weight kernels ask for the bytes they will read kWeightPrefetch
+// bytes ahead of where they read: on the Zen 5 VM graft is measured on, the
+// hardware's own prefetch left the 8- and 16-row Q4_0 products waiting on
+// memory for a third of their time (graft bench, Q4_0 1B: 8 rows 171 ->
+// 240 tok/s, 16 rows 191 -> 247 with 16 blocks of 144 bytes ahead; 32 and
+// 64 blocks no better).
+inline constexpr int kWeightPrefetch = 2304;
+inline void prefetch_ahead(const void* at, size_t bytes) {
+  const char* p = static_cast<const char*>(at) + kWeightPrefetch;
+  for (size_t line = 0; line < bytes; line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+}
+template <typename Block>
+inline void prefetch_ahead(const Block* at) {
+  prefetch_ahead(at, sizeof(Block));
+}
 
 inline constexpr int kInputBlock = 32;  // inputs per block
 
