@@ -19,6 +19,7 @@
 #include "io/reserved_memory.h"
 #include "model/cpu_backend.h"
 #include "model/cpu_repack.h"
+#include "model/kv_attention.h"
 #include "model/q4_rows.h"
 #include "model/q4k_rows.h"
 #include "model/q6k_rows.h"
@@ -353,16 +354,22 @@ double probe_attention(Runner& runner, int rows, int cells, int visible, int hea
   ggml_cgraph* graph = ggml_new_graph_custom(ctx.get(), n_tensors, false);
   std::vector<ggml_tensor*> masks;
   for (int i = 0; i < ops; ++i) {
-    ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, head_dim, rows, kAttentionHeads);
+    ggml_tensor* q = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F32, head_dim, kAttentionHeads, rows);
     ggml_tensor* k = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, kAttentionKvHeads, cells);
     ggml_tensor* v = ggml_new_tensor_3d(ctx.get(), GGML_TYPE_F16, head_dim, kAttentionKvHeads, cells);
     ggml_tensor* mask = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, cells, rows);
     for (ggml_tensor* t : {q, k, v, mask}) ggml_set_input(t);
     masks.push_back(mask);
-    ggml_tensor* out = ggml_flash_attn_ext(ctx.get(), q, ggml_permute(ctx.get(), k, 0, 2, 1, 3),
-                                           ggml_permute(ctx.get(), v, 0, 2, 1, 3), mask,
-                                           1.0f / std::sqrt(float(head_dim)), 0.0f, 0.0f);
-    ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
+    const float scale = 1.0f / std::sqrt(float(head_dim));
+    ggml_tensor* out = nullptr;
+    if (kv_attention_supported(k, v, rows)) {  // as model/layers.cpp's attention takes it
+      out = kv_attention(ctx.get(), q, k, v, mask, scale);
+    } else {
+      out = ggml_flash_attn_ext(ctx.get(), ggml_permute(ctx.get(), q, 0, 2, 1, 3),
+                                ggml_permute(ctx.get(), k, 0, 2, 1, 3),
+                                ggml_permute(ctx.get(), v, 0, 2, 1, 3), mask, scale, 0.0f, 0.0f);
+      ggml_flash_attn_ext_set_prec(out, GGML_PREC_F32);
+    }
     ggml_set_output(out);
     ggml_build_forward_expand(graph, out);
   }

@@ -44,7 +44,7 @@ struct TypeRate {
 
 // Bumped when what the probe measures changes; older cached results are
 // measured anew.
-inline constexpr int kProbeVersion = 6;
+inline constexpr int kProbeVersion = 7;
 
 struct ProbeResult {
   int version = kProbeVersion;
