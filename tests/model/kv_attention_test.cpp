@@ -115,31 +115,26 @@ void expect_matches_ggml(ggml_type type, const std::vector<Shape>& shapes) {
 
 // Decode (one row), a few rows, a prefill chunk; 64-, 128- and 256-wide
 // heads; grouped and plain heads; a single cell and hundreds.
-TEST(KvAttention, MatchesGgmlOnAQ8_0Cache) {
-  expect_matches_ggml(GGML_TYPE_Q8_0, {{64, 32, 8, 300, 1},
-                                       {64, 32, 8, 1, 1},
-                                       {128, 16, 4, 97, 1},
-                                       {128, 8, 8, 40, 5},
-                                       {64, 4, 2, 700, 3},
-                                       {256, 4, 1, 65, 2},
-                                       {128, 16, 2, 512, 32},
-                                       {64, 8, 2, 200, 80}});
+const std::vector<Shape> kShapes = {{64, 32, 8, 300, 1},  {64, 32, 8, 1, 1},  {128, 16, 4, 97, 1},
+                                    {128, 8, 8, 40, 5},   {64, 4, 2, 700, 3}, {256, 4, 1, 65, 2},
+                                    {128, 16, 2, 512, 32}};
+
+std::vector<Shape> with(std::vector<Shape> shapes, std::initializer_list<Shape> more) {
+  shapes.insert(shapes.end(), more);
+  return shapes;
 }
 
-// The same up to 63 rows (ggml tiles more), and one row over 512 cells or
-// more, which ggml splits into a chunk of cells per thread.
+// And 80 rows.
+TEST(KvAttention, MatchesGgmlOnAQ8_0Cache) {
+  expect_matches_ggml(GGML_TYPE_Q8_0, with(kShapes, {{64, 8, 2, 200, 80}}));
+}
+
+// Up to 63 rows (ggml tiles more), and one row over 512 cells or more, which
+// ggml splits into a chunk of cells per thread.
 TEST(KvAttention, MatchesGgmlOnAnF16Cache) {
-  expect_matches_ggml(GGML_TYPE_F16, {{64, 32, 8, 300, 1},
-                                      {64, 32, 8, 1, 1},
-                                      {128, 16, 4, 97, 1},
-                                      {128, 8, 8, 40, 5},
-                                      {64, 4, 2, 700, 3},
-                                      {256, 4, 1, 65, 2},
-                                      {128, 16, 2, 512, 32},
-                                      {64, 32, 8, 511, 1},
-                                      {64, 32, 8, 512, 1},
-                                      {128, 8, 2, 1300, 1},
-                                      {64, 4, 4, 2, 63}});
+  expect_matches_ggml(
+      GGML_TYPE_F16,
+      with(kShapes, {{64, 32, 8, 511, 1}, {64, 32, 8, 512, 1}, {128, 8, 2, 1300, 1}, {64, 4, 4, 2, 63}}));
 }
 
 }  // namespace
