@@ -9,12 +9,11 @@
 #include <cstring>
 
 #include "model/q4_rows.h"
+#include "model/rows_input.h"
 
 namespace graft {
 
 namespace {
-
-#define GRAFT_VNNI512VL __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 
 constexpr int kBlock = 32;  // Q8_0
 // ggml's flash attention takes F16 caches through its tiled kernel from
@@ -39,14 +38,14 @@ float scale_of(const void* userdata) {
 }
 
 // The 8 lanes added as ggml's hsum_float_8 adds them.
-GRAFT_VNNI512VL inline float sum_lanes(__m256 v) {
+GRAFT_VNNI512_VL inline float sum_lanes(__m256 v) {
   __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
   r = _mm_add_ss(r, _mm_movehdup_ps(r));
   return _mm_cvtss_f32(r);
 }
 
-GRAFT_VNNI512VL inline __m512 round_f16(__m512 x) {
+GRAFT_VNNI512_VL inline __m512 round_f16(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
@@ -65,7 +64,7 @@ struct QueryF16 {
 // d = the largest magnitude / 127 (kept as F16), q = the value times 127 /
 // that magnitude, rounded to nearest even.
 template <int D>
-GRAFT_VNNI512VL inline void load_query(const float* x, QueryQ8<D>& o) {
+GRAFT_VNNI512_VL inline void load_query(const float* x, QueryQ8<D>& o) {
   for (int b = 0; b < D / kBlock; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + kBlock * b);
     const __m512 v1 = _mm512_loadu_ps(x + kBlock * b + 16);
@@ -79,14 +78,14 @@ GRAFT_VNNI512VL inline void load_query(const float* x, QueryQ8<D>& o) {
   }
 }
 template <int D>
-GRAFT_VNNI512VL inline void load_query(const float* x, QueryF16<D>& o) {
+GRAFT_VNNI512_VL inline void load_query(const float* x, QueryF16<D>& o) {
   for (int j = 0; j < D / 16; ++j) o.q[j] = round_f16(_mm512_loadu_ps(x + 16 * j));
 }
 
 // A cell's key product, as ggml_vec_dot_q8_0_q8_0 sums it: per block 8
 // lanes of exact sums of 4 products, each scaled by one fused multiply-add.
 template <int D>
-GRAFT_VNNI512VL inline float key_product(const char* key, const QueryQ8<D>& q) {
+GRAFT_VNNI512_VL inline float key_product(const char* key, const QueryQ8<D>& q) {
   const auto* kb = reinterpret_cast<const Q8Block*>(key);
   __m256 dot = _mm256_setzero_ps();
   for (int b = 0; b < D / kBlock; ++b) {
@@ -103,7 +102,7 @@ GRAFT_VNNI512VL inline float key_product(const char* key, const QueryQ8<D>& q) {
 // accumulators of 16 lanes over each 64 inputs, added 0 + 2, 1 + 3, then
 // together, then across the lanes.
 template <int D>
-GRAFT_VNNI512VL inline float key_product(const char* key, const QueryF16<D>& q) {
+GRAFT_VNNI512_VL inline float key_product(const char* key, const QueryF16<D>& q) {
   static_assert(D % 64 == 0);
   const auto* k = reinterpret_cast<const uint16_t*>(key);
   __m512 sum[4];
@@ -122,7 +121,7 @@ GRAFT_VNNI512VL inline float key_product(const char* key, const QueryF16<D>& q) 
 // dequantized (q times d, rounded) and added by fused multiply-adds into
 // F32 accumulators; F16 values into accumulators kept as F16.
 template <int D>
-GRAFT_VNNI512VL inline void add_values(const char* value, __m512 w, __m512* acc, const QueryQ8<D>&) {
+GRAFT_VNNI512_VL inline void add_values(const char* value, __m512 w, __m512* acc, const QueryQ8<D>&) {
   const auto* vb = reinterpret_cast<const Q8Block*>(value);
   for (int j = 0; j < D / 16; ++j) {
     const Q8Block& blk = vb[j / 2];
@@ -133,7 +132,7 @@ GRAFT_VNNI512VL inline void add_values(const char* value, __m512 w, __m512* acc,
   }
 }
 template <int D>
-GRAFT_VNNI512VL inline void add_values(const char* value, __m512 w, __m512* acc, const QueryF16<D>&) {
+GRAFT_VNNI512_VL inline void add_values(const char* value, __m512 w, __m512* acc, const QueryF16<D>&) {
   const auto* v = reinterpret_cast<const uint16_t*>(value);
   for (int j = 0; j < D / 16; ++j) {
     const __m512 vals = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * j)));
@@ -141,17 +140,16 @@ GRAFT_VNNI512VL inline void add_values(const char* value, __m512 w, __m512* acc,
   }
 }
 template <int D>
-GRAFT_VNNI512VL inline void scale_values(__m512 m, __m512* acc, const QueryQ8<D>&) {
+GRAFT_VNNI512_VL inline void scale_values(__m512 m, __m512* acc, const QueryQ8<D>&) {
   for (int j = 0; j < D / 16; ++j) acc[j] = _mm512_mul_ps(acc[j], m);
 }
 template <int D>
-GRAFT_VNNI512VL inline void scale_values(__m512 m, __m512* acc, const QueryF16<D>&) {
+GRAFT_VNNI512_VL inline void scale_values(__m512 m, __m512* acc, const QueryF16<D>&) {
   for (int j = 0; j < D / 16; ++j) acc[j] = round_f16(_mm512_mul_ps(acc[j], m));
 }
 
-// One (row, head) over cells [c0, c1): ggml's online softmax, its running
-// maximum, sum and values updated in ggml's order and roundings.
-template <int D, typename Query>
+// One (row, head)'s running maximum, sum and values over some cells.
+template <int D>
 struct Partial {
   float max = -INFINITY;
   float sum = 0.0f;
@@ -165,9 +163,14 @@ struct Cells {
   const ggml_fp16_t* mask;
 };
 
+// One (row, head) over cells [c0, c1), into p from nothing: ggml's online
+// softmax, its running maximum, sum and values updated in ggml's order and
+// roundings.
 template <int D, typename Query>
-GRAFT_VNNI512VL void attend_cells(const Cells& cells, const Query& q, float scale, int64_t c0, int64_t c1,
-                                  Partial<D, Query>& p) {
+GRAFT_VNNI512_VL void attend_cells(const Cells& cells, const Query& q, float scale, int64_t c0, int64_t c1,
+                                   Partial<D>& p) {
+  p.max = -INFINITY;
+  p.sum = 0.0f;
   for (int j = 0; j < D / 16; ++j) p.acc[j] = _mm512_setzero_ps();
   for (int64_t c = c0; c < c1; ++c) {
     const float mv = _cvtsh_ss(cells.mask[c]);
@@ -189,11 +192,11 @@ GRAFT_VNNI512VL void attend_cells(const Cells& cells, const Query& q, float scal
   }
 }
 
-// Rows x heads [i0, i1) of the op (index r * n_head + h). `split`: one row
-// over many F16 cells, which ggml cuts into n_chunks chunks of cells (one
-// per thread) and joins.
+// Rows x heads [i0, i1) of the op (index r * n_head + h), each over its
+// cells in n_chunks chunks joined as ggml joins them (more than one: one row
+// over many F16 cells, which ggml cuts into a chunk per thread).
 template <int D, typename Query>
-GRAFT_VNNI512VL void attend(ggml_tensor* dst, float scale, int64_t i0, int64_t i1, int64_t n_chunks) {
+GRAFT_VNNI512_VL void attend(ggml_tensor* dst, float scale, int64_t i0, int64_t i1, int64_t n_chunks) {
   const ggml_tensor* q = dst->src[0];
   const ggml_tensor* k = dst->src[1];
   const ggml_tensor* v = dst->src[2];
@@ -212,17 +215,15 @@ GRAFT_VNNI512VL void attend(ggml_tensor* dst, float scale, int64_t i0, int64_t i
         static_cast<const char*>(k->data) + (h / group) * k->nb[1],
         static_cast<const char*>(v->data) + (h / group) * v->nb[1], k->nb[2], v->nb[2],
         reinterpret_cast<const ggml_fp16_t*>(static_cast<const char*>(mask->data) + r * mask->nb[1])};
-    Partial<D, Query> p;
+    Partial<D> p;
     if (n_chunks <= 1) {
       attend_cells<D>(cells, query, scale, 0, n_cells, p);
     } else {
       // ggml_flash_attn_ext_reduce_partials: the chunks joined in order.
       const int64_t chunk = (n_cells + n_chunks - 1) / n_chunks;
-      Partial<D, Query> part;
+      Partial<D> part;
       for (int j = 0; j < D / 16; ++j) p.acc[j] = _mm512_setzero_ps();
       for (int64_t c0 = 0; c0 < n_cells; c0 += chunk) {
-        part.max = -INFINITY;
-        part.sum = 0.0f;
         attend_cells<D>(cells, query, scale, c0, std::min(n_cells, c0 + chunk), part);
         if (part.sum == 0.0f) continue;
         const float max = fmaxf(p.max, part.max);

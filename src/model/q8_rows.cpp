@@ -20,9 +20,6 @@ namespace graft {
 namespace {
 
 constexpr int kBlock = kInputBlock;
-// The kernels' instructions and AVX-512 VL (256-bit forms), which every CPU
-// with AVX-512 VNNI has.
-#define GRAFT_VNNI512_VL __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 constexpr size_t kBlockBytes = 34;  // ggml's block_q8_0: an F16 scale, then 32 signed bytes
 // Many rows: the rows in chunks whose inputs stay in L2 while each of the
 // thread's column groups passes over them (the group's weights then stay

@@ -21,6 +21,8 @@ namespace graft {
 // The kernels' instruction set: AVX-512 (F, BW) with VNNI, F16C and FMA,
 // selected per function so the rest of graft builds for any x86-64.
 #define GRAFT_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni,f16c,fma")))
+// The same with 128- and 256-bit forms of the AVX-512 instructions (VL).
+#define GRAFT_VNNI512_VL __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 
 // The weight kernels ask for the bytes they will read kWeightPrefetch
 // bytes ahead of where they read: on the Zen 5 VM graft is measured on, the
