@@ -37,14 +37,6 @@ float scale_of(const void* userdata) {
   return std::bit_cast<float>(uint32_t(reinterpret_cast<uintptr_t>(userdata)));
 }
 
-// The 8 lanes added as ggml's hsum_float_8 adds them.
-GRAFT_VNNI512_VL inline float sum_lanes(__m256 v) {
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
-
 GRAFT_VNNI512_VL inline __m512 round_f16(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
@@ -95,7 +87,9 @@ GRAFT_VNNI512_VL inline float key_product(const char* key, const QueryQ8<D>& q) 
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(kx, kx), _mm256_sign_epi8(qy, kx));
     dot = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(kb[b].d) * q.d[b]), _mm256_cvtepi32_ps(sums), dot);
   }
-  return sum_lanes(dot);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, dot);
+  return sum_lanes8(lanes);
 }
 
 // As ggml_vec_dot_f16 sums it (AVX-512 without FP16 arithmetic): 4
