@@ -43,9 +43,11 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// A test hook (GRAFT_TRAIN_HOLD_AT_STEP=N): a run that reaches step N waits
-// there until it is asked to stop, so that a test can pause a job mid-run
-// however fast this machine trains. 0 (unset) holds nowhere.
+// A test hook (GRAFT_TRAIN_HOLD_AT_STEP=N): a fresh run that reaches step N
+// waits there until it is asked to stop, so that a test can pause a job
+// mid-run however fast this machine trains. A run resumed from a checkpoint
+// never holds: one paused before step N would otherwise wait at N again with
+// nothing to stop it. 0 (unset) holds nowhere.
 int hold_at_step() {
   const char* v = std::getenv("GRAFT_TRAIN_HOLD_AT_STEP");
   return v ? std::atoi(v) : 0;
@@ -283,7 +285,7 @@ Status Trainer::run(TrainEvents& events, const std::atomic<bool>& stop) {
     return {};
   };
 
-  const int hold_step = hold_at_step();
+  const int hold_step = s.resumed.step == 0 ? hold_at_step() : 0;
   while (state.step < s.total_steps) {
     const int step = state.step + 1;
     int64_t targets = 0;

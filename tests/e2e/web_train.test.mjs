@@ -15,7 +15,8 @@ const ITERS = 40;
 // The trainer waits at this step until it is paused (a test hook of graft's
 // trainer), so the job cannot finish before the page's Pause is clicked
 // however fast this machine trains: a fresh-clone run once saw the job done
-// between its third chart point and the click.
+// between its third chart point and the click. The resumed run does not wait
+// again, wherever the pause caught it.
 const HOLD_AT = 5;
 // Generous: the full test run shares two cores between two tests at a time.
 const LONG = 240000;
