@@ -104,17 +104,13 @@ ggml_tensor* Forward::build_graph(const Model& model, const std::vector<Attentio
   if (shape.lora_used > 0) {
     lora.n_used = shape.lora_used;
     lora.types = shape.lora_types;
-    const int n_planes = 1 + kLoraTypeCount;
-    lora.routes = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, n_planes),
-                        "lora_routes");
-    lora.scales =
-        input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_rows), "lora_scales");
+    lora.routes =
+        input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_rows, kLoraRoutePlanes),
+              "lora_routes");
     if (g.out_rows) {
       lora.out_routes =
-          input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, n_planes),
+          input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_I32, shape.lora_used, shape.n_outputs, kLoraRoutePlanes),
                 "lora_out_routes");
-      lora.out_scales = input(ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 1, shape.lora_used, shape.n_outputs),
-                              "lora_out_scales");
     }
     g.lora = &lora;
   }
@@ -289,24 +285,18 @@ void Forward::set_lora_inputs(const Batch& batch) {
   const LoraInputs& in = lora_inputs_;
   const int n = int(batch.size());
   const int n_used = in.n_used;
-  // Entries of another type, and padding (scale 0), point at a mounted adapter of each type.
-  std::array<int32_t, kLoraTypeCount> fill{};
-  for (int t = 0; t < kLoraTypeCount; ++t) fill[size_t(t)] = lora.any_index(LoraType(t));
   auto* routes = static_cast<int32_t*>(in.routes->data);
-  auto* scales = static_cast<float*>(in.scales->data);
   const size_t plane = size_t(n_used) * size_t(n);
+  std::fill_n(routes, plane * kLoraRoutePlanes, 0);  // padding: scale 0
   for (int r = 0; r < n; ++r) {
     const AdapterRoute& route = batch.rows[size_t(r)].adapters;
-    for (int u = 0; u < n_used; ++u) {
+    for (int u = 0; u < route.n && u < n_used; ++u) {
       const size_t e = size_t(r * n_used + u);
-      for (int t = 0; t < kLoraTypeCount; ++t) routes[(1 + size_t(t)) * plane + e] = fill[size_t(t)];
-      routes[e] = 0;
-      scales[e] = 0.0f;
-      if (u >= route.n) continue;
       const LoraSet::Place place = lora.place(route.slot[u]);
       routes[e] = int32_t(place.type);
       routes[(1 + size_t(place.type)) * plane + e] = place.index;
-      scales[e] = route.scale[u] * lora.scale(route.slot[u]);
+      const float scale = route.scale[u] * lora.scale(route.slot[u]);
+      std::memcpy(&routes[(kLoraRoutePlanes - 1) * plane + e], &scale, sizeof(float));
     }
   }
   // Unallocated when no layer reads them: a model that selects its output
@@ -314,14 +304,12 @@ void Forward::set_lora_inputs(const Batch& batch) {
   if (in.out_routes && in.out_routes->data) {
     const auto* out = static_cast<const int32_t*>(graph_.out_rows->data);
     auto* out_routes = static_cast<int32_t*>(in.out_routes->data);
-    auto* out_scales = static_cast<float*>(in.out_scales->data);
     const size_t out_plane = size_t(n_used) * size_t(shape_.n_outputs);
     for (int k = 0; k < shape_.n_outputs; ++k) {
-      for (int p = 0; p < 1 + kLoraTypeCount; ++p) {
+      for (int p = 0; p < kLoraRoutePlanes; ++p) {
         std::copy_n(routes + size_t(p) * plane + size_t(out[k] * n_used), n_used,
                     out_routes + size_t(p) * out_plane + size_t(k * n_used));
       }
-      std::copy_n(scales + out[k] * n_used, n_used, out_scales + k * n_used);
     }
   }
 }

@@ -53,14 +53,12 @@ struct AttentionInputs {
 struct LoraInputs {
   int n_used = 0;                            // the largest route (stack) size in the batch
   std::array<bool, kLoraTypeCount> types{};  // the adapter types (LoraType) some row uses
-  // I32 [n_used, n_rows, 1 + kLoraTypeCount]: plane 0 each entry's LoraType,
-  // plane 1 + t its slot among type t's stacks (a mounted one where the
-  // entry is of another type or pads the route).
+  // I32 [n_used, n_rows, kLoraRoutePlanes] (lora_ops.h): each entry's
+  // LoraType, its slot among that type's stacks, and its scale (route scale
+  // x adapter scale; 0 pads the route).
   ggml_tensor* routes = nullptr;
-  ggml_tensor* scales = nullptr;  // F32 [1, n_used, n_rows]: route scale x adapter scale (0 pads)
   // The same for the output rows only (after select_output_rows); null when every row is an output.
-  ggml_tensor* out_routes = nullptr;  // I32 [n_used, n_outputs, 1 + kLoraTypeCount]
-  ggml_tensor* out_scales = nullptr;  // F32 [1, n_used, n_outputs]
+  ggml_tensor* out_routes = nullptr;  // I32 [n_used, n_outputs, kLoraRoutePlanes]
 };
 
 // Training (train/): the rows are n_seqs sequences of seq_len rows each,

@@ -67,9 +67,9 @@ ggml_tensor* mul_mat(GraphContext& g, ggml_tensor* w, ggml_tensor* x) {
 namespace {
 
 // y + scale_u * B_u (A_u x) for each of the row's adapters u, for x
-// [n_in, n_rows] and y [n_out, n_rows]: the A products through the stacks of
-// each adapter type the batch uses, then the deltas into y one at a time, in
-// the selection's order, as llama.cpp applies its adapters: summing them
+// [n_in, n_rows] and y [n_out, n_rows], through the stacks of each adapter
+// type the batch uses (lora_ops.h): the deltas into y one at a time, in the
+// selection's order, as llama.cpp applies its adapters: summing them
 // first rounds differently, and through q8_0 activations that can change a
 // greedy token.
 ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet& lora, int layer, LoraTarget target,
@@ -79,20 +79,14 @@ ggml_tensor* add_lora_deltas(GraphContext& g, const LoraSet& lora, int layer, Lo
   // After select_output_rows only the output rows are left.
   const bool outputs_only = in.out_routes && x->ne[1] != g.n_rows;
   ggml_tensor* routes = outputs_only ? in.out_routes : in.routes;
-  ggml_tensor* scales = outputs_only ? in.out_scales : in.scales;
-  ggml_tensor* x3 = ggml_reshape_3d(ctx, x, x->ne[0], 1, x->ne[1]);
-  std::array<LoraProducts, kLoraTypeCount> groups;
+  std::array<LoraSet::Stack, kLoraTypeCount> groups;
   size_t n_groups = 0;
   for (int t = 0; t < kLoraTypeCount; ++t) {
     const LoraSet::Stack stack = lora.stack(layer, target, LoraType(t));
-    if (!in.types[size_t(t)] || !stack.a) continue;
-    ggml_tensor* slots =
-        ggml_view_2d(ctx, routes, routes->ne[0], routes->ne[1], routes->nb[1], size_t(1 + t) * routes->nb[2]);
-    ggml_tensor* ax = ggml_mul_mat_id(ctx, stack.a, x3, slots);  // [rank, n_used, n_rows]
-    groups[n_groups++] = {stack.b, ax};
+    if (in.types[size_t(t)] && stack.a) groups[n_groups++] = stack;
   }
   if (n_groups == 0) return y;
-  return lora_b_add(ctx, y, routes, scales, std::span(groups.data(), n_groups));
+  return lora_add(ctx, y, x, routes, std::span(groups.data(), n_groups));
 }
 
 // y + scale * B (A x) for the trainable pair of (layer, target), if any.

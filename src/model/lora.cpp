@@ -268,11 +268,6 @@ LoraSet::Place LoraSet::place(int slot) const {
   return mounted(slot) ? slots_[size_t(slot)].place : Place{};
 }
 
-int LoraSet::any_index(LoraType type) const {
-  const auto& stacks = stacks_[size_t(type)];
-  return stacks ? std::max(stacks->any_used(), 0) : 0;
-}
-
 LoraSet::Stack LoraSet::stack(int layer, LoraTarget target, LoraType type) const {
   const auto& stacks = stacks_[size_t(type)];
   return stacks ? stacks->stack(layer, target) : Stack{};

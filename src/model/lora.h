@@ -91,6 +91,9 @@ struct LoraWeights {
 // they are, every other one (F32, quantized, or mixing types) as F32.
 enum class LoraType { f16, bf16, f32 };
 constexpr int kLoraTypeCount = 3;
+// The planes of a batch's LoRA routes (lora_ops.h): each entry's LoraType,
+// its slot in the stacks of each type, and its scale.
+constexpr int kLoraRoutePlanes = 2 + kLoraTypeCount;
 ggml_type ggml_type_of(LoraType type);
 LoraType lora_type_of(const LoraWeights& weights);
 
@@ -126,9 +129,6 @@ class LoraSet {
     int index = 0;
   };
   Place place(int slot) const;
-  // A mounted adapter's index in the type's stacks (graph inputs point the
-  // entries of other types there), or 0 when none is mounted.
-  int any_index(LoraType type) const;
 
   // The stacked matrices of one (layer, target) for one type, or nulls when
   // no mounted adapter of that type touches it. A: [n_in, max_rank,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -68,31 +69,36 @@ inline __m512 load16(ggml_type type, const char* src) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // BF16: the high half
 }
 
-// add_rows_exact's arithmetic, 32 outputs a pass in four vectors of doubles:
-// the same products (exact in float), summed over k in the same order.
+// add_rows_exact's arithmetic, up to 256 outputs a pass with their accumulators
+// (doubles) in L1: the same products (exact in float), summed over k in the
+// same order. Each pass reads 512 bytes (F16, BF16) of each of B's rows in
+// turn, runs long enough for the hardware's prefetch; 32 outputs a pass (64
+// bytes of 16 rows, each in its own page) left the B side waiting on memory.
 void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
                            float scale, int64_t rank, int64_t n) {
+  constexpr int64_t kBlock = 256;
   const size_t es = ggml_type_size(type);
+  alignas(64) double acc[kBlock];
   int64_t o0 = 0;
-  for (; o0 + kChunk <= n; o0 += kChunk) {
-    __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (int64_t m; (m = std::min(kBlock, (n - o0) / 16 * 16)) > 0; o0 += m) {
+    for (int64_t j = 0; j < m; j += 8) _mm512_store_pd(acc + j, _mm512_setzero_pd());
     for (int64_t k = 0; k < rank; ++k) {
       if (w[k] == 0.0f) continue;
       const char* row = b + size_t(k) * stride + size_t(o0) * es;
       const __m512 wk = _mm512_set1_ps(w[k]);
-      for (int h = 0; h < 2; ++h) {
-        const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(16 * h) * es));
-        acc[2 * h] = _mm512_add_pd(acc[2 * h], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-        acc[2 * h + 1] =
-            _mm512_add_pd(acc[2 * h + 1],
-                          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+      for (int64_t j = 0; j < m; j += 16) {
+        const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(j) * es));
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(p));
+        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)));
+        _mm512_store_pd(acc + j, _mm512_add_pd(_mm512_load_pd(acc + j), lo));
+        _mm512_store_pd(acc + j + 8, _mm512_add_pd(_mm512_load_pd(acc + j + 8), hi));
       }
     }
     const __m512 s = _mm512_set1_ps(scale);
-    for (int h = 0; h < 2; ++h) {
-      const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(acc[2 * h])),
-                                            _mm512_cvtpd_ps(acc[2 * h + 1]), 1);
-      float* o = out + o0 + 16 * h;
+    for (int64_t j = 0; j < m; j += 16) {
+      const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_load_pd(acc + j))),
+                                            _mm512_cvtpd_ps(_mm512_load_pd(acc + j + 8)), 1);
+      float* o = out + o0 + j;
       _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(sum, s)));
     }
   }
@@ -240,85 +246,123 @@ const T& at(const ggml_tensor* t, int64_t i0, int64_t i1, int64_t i2) {
                                      i2 * t->nb[2]);
 }
 
-// src: y, routes, scales, then (ax, b_stack) per group. Each thread takes a
-// slice of the outputs, for every row and route entry.
-void lora_b_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
+// B's term of one route entry over outputs [0, n) of a row: out += scale *
+// B_slot w, w = A x rounded as ggml rounds a matmul's input for B's type.
+void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, const float* ax, float* w,
+                float scale, int64_t n) {
+  const int64_t rank = b->ne[1];
+  for (int64_t k = 0; k < rank; ++k) w[k] = round_input(b->type, ax[k]);
+  const char* base =
+      static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
+  const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
+  if (width != 0) {
+    add_rows_f32(out, base, b->nb[1], w, scale, rank, n, width);
+  } else if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
+    add_rows_ggml_dot(out, base, b->nb[1], b->type, w, scale, rank, n);
+  } else {
+#if defined(__AVX512F__)
+    add_rows_exact_avx512(out, base, b->nb[1], b->type, w, scale, rank, n);
+#else
+    add_rows_exact(out, base, b->nb[1], b->type, w, scale, rank, n);
+#endif
+  }
+}
+
+// A x for one row and slot, as ggml_mul_mat_id computes it: the row turned
+// into the dot product's input type (xq, converted once per row and type by
+// the caller), then one ggml dot product per row of A.
+void a_products(const ggml_tensor* a, int32_t slot, const void* xq, float* ax) {
+  const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(a->type);
+  const char* rows = static_cast<const char*>(a->data) + size_t(slot) * a->nb[2];
+  for (int64_t k = 0; k < a->ne[1]; ++k)
+    traits->vec_dot(int(a->ne[0]), &ax[k], 0, rows + k * a->nb[1], 0, xq, 0, 1);
+}
+
+// src: y, x, routes, then (a_stack, b_stack) per group. The rows'
+// work is dealt out evenly: each row in `parts` slices of its outputs, where
+// rows * parts is a multiple of the threads (8 rows on 2 threads: whole rows,
+// each thread reading its rows' adapters alone; 1 row: one slice each, every
+// thread computing the row's A products for itself).
+void lora_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
   const ggml_tensor* y = dst->src[0];
-  const ggml_tensor* routes = dst->src[1];
-  const ggml_tensor* scales = dst->src[2];
+  const ggml_tensor* x = dst->src[1];
+  const ggml_tensor* routes = dst->src[2];
   std::array<int, kLoraTypeCount> group_of{};  // per type: its group's first src, or 0
   int64_t max_rank = 0;
   for (int s = 3; s + 1 < GGML_MAX_SRC && dst->src[s]; s += 2) {
     group_of[size_t(type_index(dst->src[s + 1]->type))] = s;
-    max_rank = std::max(max_rank, dst->src[s + 1]->ne[1]);
+    max_rank = std::max(max_rank, dst->src[s]->ne[1]);
   }
   const int64_t n_out = y->ne[0];
+  const int64_t n_in = x->ne[0];
   const int64_t n_used = routes->ne[0];
   const int64_t n_rows = routes->ne[1];
+  const int64_t parts = nth / std::gcd(n_rows, int64_t(nth));
+  const int64_t units = n_rows * parts;
+  const int64_t u0 = units * ith / nth;
+  const int64_t u1 = units * (ith + 1) / nth;
   // Slices of whole cache lines (16 floats).
-  const int64_t per = (n_out + nth - 1) / nth;
-  const int64_t step = (per + 15) / 16 * 16;
-  const int64_t o0 = std::min(n_out, step * ith);
-  const int64_t o1 = std::min(n_out, o0 + step);
-  if (o0 >= o1) return;
-  std::vector<float> w(static_cast<size_t>(max_rank));
-  for (int64_t r = 0; r < n_rows; ++r) {
+  const int64_t step = ((n_out + parts - 1) / parts + 15) / 16 * 16;
+  std::vector<float> ax(static_cast<size_t>(max_rank)), w(static_cast<size_t>(max_rank));
+  // The row in each dot product input type (F32 rows are used as they are).
+  std::array<std::vector<char>, kLoraTypeCount> xq;
+  for (int64_t r = u0 / parts; r * parts < u1; ++r) {
+    const int64_t o0 = std::min(n_out, (std::max(u0, r * parts) - r * parts) * step);
+    const int64_t o1 = std::min(n_out, (std::min(u1, (r + 1) * parts) - r * parts) * step);
+    if (o0 >= o1) continue;
     float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + r * dst->nb[1]) + o0;
     std::copy_n(&at<float>(y, o0, r, 0), o1 - o0, out);
+    const float* x_row = &at<float>(x, 0, r, 0);
+    std::array<bool, kLoraTypeCount> converted{};
     for (int64_t u = 0; u < n_used; ++u) {
-      const float scale = at<float>(scales, 0, u, r);
+      float scale;  // an F32 in the I32 plane's bits
+      std::memcpy(&scale, &at<int32_t>(routes, u, r, kLoraRoutePlanes - 1), sizeof(scale));
       if (scale == 0.0f) continue;  // a padding entry: no adapter
       const int32_t type = at<int32_t>(routes, u, r, 0);
       const int g = type >= 0 && type < kLoraTypeCount ? group_of[size_t(type)] : 0;
       if (g == 0) continue;  // no adapter of that type touches this projection
-      const ggml_tensor* ax = dst->src[g];
-      const ggml_tensor* b = dst->src[g + 1];
-      const int64_t rank = b->ne[1];
+      const ggml_tensor* a = dst->src[g];
       const int32_t slot = at<int32_t>(routes, u, r, 1 + type);
-      const float* a = &at<float>(ax, 0, u, r);
-      for (int64_t k = 0; k < rank; ++k) w[size_t(k)] = round_input(b->type, a[k]);
-      const char* base =
-          static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
-      const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
-      if (width != 0) {
-        add_rows_f32(out, base, b->nb[1], w.data(), scale, rank, o1 - o0, width);
-      } else if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
-        add_rows_ggml_dot(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
-      } else {
-#if defined(__AVX512F__)
-        add_rows_exact_avx512(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
-#else
-        add_rows_exact(out, base, b->nb[1], b->type, w.data(), scale, rank, o1 - o0);
-#endif
+      const ggml_type input_type = ggml_get_type_traits_cpu(a->type)->vec_dot_type;
+      const void* xq_row = x_row;
+      if (input_type != GGML_TYPE_F32) {
+        std::vector<char>& buf = xq[size_t(type)];
+        if (!converted[size_t(type)]) {
+          buf.resize(ggml_row_size(input_type, n_in));
+          ggml_get_type_traits_cpu(input_type)->from_float(x_row, buf.data(), n_in);
+          converted[size_t(type)] = true;
+        }
+        xq_row = buf.data();
       }
+      a_products(a, slot, xq_row, ax.data());
+      add_b_term(out, dst->src[g + 1], slot, o0, ax.data(), w.data(), scale, o1 - o0);
     }
   }
 }
 
 }  // namespace
 
-ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* routes, ggml_tensor* scales,
-                        std::span<const LoraProducts> groups) {
+ggml_tensor* lora_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* x, ggml_tensor* routes,
+                      std::span<const LoraSet::Stack> groups) {
   GGML_ASSERT(y->type == GGML_TYPE_F32 && y->nb[0] == sizeof(float));
+  GGML_ASSERT(x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[1] == y->ne[1]);
   GGML_ASSERT(routes->type == GGML_TYPE_I32 && routes->ne[1] == y->ne[1] &&
-              routes->ne[2] == 1 + kLoraTypeCount);
-  GGML_ASSERT(scales->type == GGML_TYPE_F32 && scales->ne[1] == routes->ne[0] && scales->ne[2] == y->ne[1]);
+              routes->ne[2] == kLoraRoutePlanes);
   GGML_ASSERT(!groups.empty() && groups.size() <= size_t(kLoraTypeCount));
-  ggml_tensor* args[3 + 2 * kLoraTypeCount] = {y, routes, scales};
+  ggml_tensor* args[3 + 2 * kLoraTypeCount] = {y, x, routes};
   std::array<bool, kLoraTypeCount> seen{};
   int n_args = 3;
-  for (const LoraProducts& g : groups) {
-    const int t = type_index(g.b_stack->type);
-    GGML_ASSERT(t >= 0 && !seen[size_t(t)]);
+  for (const LoraSet::Stack& g : groups) {
+    const int t = type_index(g.b->type);
+    GGML_ASSERT(t >= 0 && !seen[size_t(t)] && g.a->type == g.b->type);
     seen[size_t(t)] = true;
-    GGML_ASSERT(g.b_stack->ne[0] == y->ne[0]);
-    GGML_ASSERT(g.ax->type == GGML_TYPE_F32 && g.ax->ne[0] == g.b_stack->ne[1] &&
-                g.ax->ne[1] == routes->ne[0] && g.ax->ne[2] == y->ne[1]);
-    args[n_args++] = g.ax;
-    args[n_args++] = g.b_stack;
+    GGML_ASSERT(g.b->ne[0] == y->ne[0] && g.a->ne[0] == x->ne[0]);
+    GGML_ASSERT(g.a->ne[1] == g.b->ne[1] && g.a->ne[2] == g.b->ne[2]);
+    args[n_args++] = g.a;
+    args[n_args++] = g.b;
   }
-  static_assert(3 + 2 * kLoraTypeCount <= GGML_MAX_SRC);
-  return ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], 1, 1, args, n_args, lora_b_add_kernel,
+  static_assert(3 + 2 * kLoraTypeCount < GGML_MAX_SRC);  // ggml_custom_4d's limit
+  return ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], 1, 1, args, n_args, lora_add_kernel,
                         GGML_N_TASKS_MAX, nullptr);
 }
 

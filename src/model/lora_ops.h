@@ -1,15 +1,19 @@
-// The B side of LoRA as one ggml op: for every row, y plus, for each adapter
-// the row routes to in turn, scale * B_slot (A_slot x). B is stacked
-// transposed ([n_out, rank] per slot) so the product is rank long axpys over
-// n_out instead of n_out dot products of length rank, which ggml's matmul
-// kernels run slowly; and the scaling and adding are done in the same pass,
-// not as two more ops per projection (with 8 rank-16 adapters on every
-// projection of the 1B test model, the B side through ggml_mul_mat_id cost
-// ~25 % of an 8-row decode step; this way well under 10 %).
+// LoRA as one ggml op: for every row, y plus, for each adapter the row routes
+// to in turn, scale * B_slot (A_slot x). Both products run in one pass, and
+// the threads share the work by whole rows where the rows allow, so each
+// adapter is read once per step, by one thread, with no step between its A
+// and B products (A through ggml_mul_mat_id and then an op for B, the A side
+// and the extra op cost about as much as the B side: with 8 rank-16 adapters
+// on the 1B test model, Q4_0, 8 rows, 0.74 -> 0.8x of the base rate).
+// B is stacked transposed ([n_out, rank] per slot) so its product is rank
+// long axpys over n_out instead of n_out dot products of length rank, which
+// ggml's matmul kernels run slowly; and the scaling and adding are done in
+// the same pass, not as two more ops per projection.
 //
-// The numbers are ggml's: each term is the one ggml_mul_mat (one row at a
-// time, as in decoding), ggml_scale and ggml_add give for an adapter of that
-// type:
+// The numbers are ggml's. A x is what ggml_mul_mat_id gives: x turned into
+// the dot product's input type for A's type, then ggml's own dot product per
+// row of A. Each term is the one ggml_mul_mat (one row at a time, as in
+// decoding), ggml_scale and ggml_add give for an adapter of that type:
 // - F16 and BF16 below ggml's SIMD step for dot products (32 elements with
 //   AVX2; 64 with AVX-512), where ggml sums a dot product in order: A x
 //   rounded to the adapter's type, each product exact in float, summed in
@@ -30,24 +34,21 @@
 
 #include <ggml.h>
 
+#include "model/lora.h"
+
 namespace graft {
 
-// One storage type's share of the product: its B stack (F16, BF16 or F32)
-// [n_out, rank_t, n_slots_t] and the A products through its A stack, ax
-// F32 [rank_t, n_used, n_rows].
-struct LoraProducts {
-  ggml_tensor* b_stack = nullptr;
-  ggml_tensor* ax = nullptr;
-};
-
-// y: F32 [n_out, n_rows]; routes: I32 [n_used, n_rows, 1 + kLoraTypeCount]:
-// plane 0 the LoraType of each entry's adapter, plane 1 + t its slot in type
-// t's stacks; scales: F32 [1, n_used, n_rows] (0: no adapter there); groups:
-// at most one per type. Returns F32 [n_out, n_rows]: y + scale_u * B_u ax_u
+// y: F32 [n_out, n_rows]; x: F32 [n_in, n_rows], the projection's input;
+// routes: I32 [n_used, n_rows, kLoraRoutePlanes]: plane 0 the LoraType of
+// each entry's adapter, plane 1 + t its slot in type t's stacks, the last
+// plane its scale, an F32 in the I32's bits (0: no adapter there; one
+// tensor, as a ggml custom op takes at most 9 sources); groups: the stacks (LoraSet::
+// Stack, A [n_in, rank_t, n_slots_t] and B [n_out, rank_t, n_slots_t]) of at
+// most one (layer, target) per type. Returns F32 [n_out, n_rows]: y + scale_u * B_u ax_u
 // added for u = 0, 1, ... in turn, each term rounded to float first, exactly
 // as ggml_mul then ggml_add per term would round. An entry whose type has no
 // group adds nothing (its adapter does not touch this projection).
-ggml_tensor* lora_b_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* routes, ggml_tensor* scales,
-                        std::span<const LoraProducts> groups);
+ggml_tensor* lora_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* x, ggml_tensor* routes,
+                      std::span<const LoraSet::Stack> groups);
 
 }  // namespace graft

@@ -25,13 +25,6 @@ size_t round_up(size_t n, size_t to) {
 LoraStacks::LoraStacks(const ModelConfig& config, ggml_type type)
     : config_(config), type_(type), stacks_(size_t(config.n_layer * kLoraTargetCount)) {}
 
-int LoraStacks::any_used() const {
-  for (size_t s = 0; s < used_.size(); ++s) {
-    if (used_[s]) return int(s);
-  }
-  return -1;
-}
-
 Result<int> LoraStacks::make_room(const LoraWeights& weights, bool* relaid) {
   *relaid = false;
   int slot = 0;

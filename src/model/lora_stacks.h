@@ -40,7 +40,6 @@ class LoraStacks {
   void clear(int slot);
 
   bool used(int slot) const { return slot >= 0 && slot < int(used_.size()) && used_[size_t(slot)]; }
-  int any_used() const;                                   // a used slot, or -1
   size_t slot_bytes() const { return slot_used_bytes_; }  // memory one slot's matrices occupy
 
   LoraSet::Stack stack(int layer, LoraTarget target) const {

@@ -1,8 +1,10 @@
-// lora_b_add against ggml's own ops, bit for bit: for a row (as in decoding),
-// each term must be what ggml_mul_mat(B, A x), ggml_scale and ggml_add give
-// for a B of that type (how llama.cpp applies an adapter), for F16, BF16 and
-// F32 adapters, at the ranks ggml sums in order, and for stacks that mix
-// types in one row.
+// lora_add against ggml's own ops, bit for bit, over several rows, each on
+// its own slots, at 1-3 threads: A x as ggml_mul_mat_id gives it on the A
+// stack (as graft's graph computed it before lora_add), then each term as
+// ggml_mul_mat(B, A x), ggml_scale and ggml_add give it for a B of that type
+// (how llama.cpp applies an adapter), for F16, BF16 and F32 adapters, at the
+// ranks ggml sums in order and past them, and for stacks that mix types in
+// one row.
 #include "model/lora_ops.h"
 
 #include <algorithm>
@@ -20,7 +22,11 @@
 namespace graft {
 namespace {
 
-constexpr int64_t kOut = 72;  // not a multiple of the kernel's chunk of 32 outputs
+// Not multiples of the kernel's 16 or 256 outputs, nor of ggml's SIMD step
+// (64 with AVX-512) for A's dot products.
+constexpr int64_t kOut = 600;
+constexpr int64_t kIn = 200;
+constexpr int64_t kSlots = 3;
 
 struct Term {
   ggml_type type;
@@ -54,58 +60,84 @@ int type_index(ggml_type type) {
   return -1;
 }
 
-// y + the terms in order, one row: by ggml's ops (B [rank, n_out] as llama.cpp
-// holds it) and by lora_b_add (B stacked transposed, padded to stack_rank, in
-// slot 1 of 2). Each term's type must differ from the others'.
-std::pair<std::vector<float>, std::vector<float>> both_ways(const std::vector<Term>& terms, unsigned seed) {
-  ggml_init_params params{};
-  params.mem_size = size_t(4) << 20;
-  ggml_context* ctx = ggml_init(params);
-  ggml_cgraph* graph = ggml_new_graph(ctx);
+// Row r's slot for every term: slots 1 and 2 in turn (slot 0 stays unused).
+int32_t slot_of(int64_t r) {
+  return int32_t(1 + r % 2);
+}
 
-  ggml_tensor* y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, kOut, 1);
-  store(y, random_values(kOut, seed, 1.0f));
-  ggml_tensor* routes = ggml_new_tensor_3d(ctx, GGML_TYPE_I32, int64_t(terms.size()), 1, 1 + kLoraTypeCount);
-  ggml_tensor* scales = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, int64_t(terms.size()), 1);
+// y + the terms in order, for each of n_rows rows: by ggml's ops and by
+// lora_add, on n_threads. Each term's type must differ from the others'.
+std::pair<std::vector<float>, std::vector<float>> both_ways(const std::vector<Term>& terms, unsigned seed,
+                                                            int64_t n_rows, int n_threads) {
+  ggml_init_params params{};
+  params.mem_size = size_t(64) << 20;
+  ggml_context* ctx = ggml_init(params);
+  ggml_cgraph* graph = ggml_new_graph_custom(ctx, 4096, false);
+  const int64_t n_used = int64_t(terms.size());
+
+  ggml_tensor* y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, kOut, n_rows);
+  store(y, random_values(size_t(kOut * n_rows), seed, 1.0f));
+  ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, kIn, n_rows);
+  store(x, random_values(size_t(kIn * n_rows), seed + 1, 1.0f));
+  ggml_tensor* routes = ggml_new_tensor_3d(ctx, GGML_TYPE_I32, n_used, n_rows, kLoraRoutePlanes);
   std::memset(routes->data, 0, ggml_nbytes(routes));
-  std::vector<LoraProducts> groups;
-  ggml_tensor* want = y;
-  for (size_t u = 0; u < terms.size(); ++u) {
-    const Term& t = terms[u];
-    const std::vector<float> b = random_values(size_t(kOut * t.rank), seed + 10 + unsigned(u), 0.5f);
-    std::vector<float> ax = random_values(size_t(t.rank), seed + 20 + unsigned(u), 1.0f);
-    // ggml's way: B [rank, n_out], A x [rank, 1].
-    ggml_tensor* b_ref = ggml_new_tensor_2d(ctx, t.type, t.rank, kOut);
-    store(b_ref, b);
-    ggml_tensor* ax_ref = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, t.rank, 1);
-    store(ax_ref, ax);
-    want = ggml_add(ctx, want, ggml_scale(ctx, ggml_mul_mat(ctx, b_ref, ax_ref), t.scale));
-    // The stacked way: slot 1 of [n_out, stack_rank, 2], zero-padded.
-    ggml_tensor* stack = ggml_new_tensor_3d(ctx, t.type, kOut, t.stack_rank, 2);
-    std::vector<float> stacked(size_t(kOut * t.stack_rank * 2), 0.0f);
-    for (int k = 0; k < t.rank; ++k) {
-      for (int64_t o = 0; o < kOut; ++o) {
-        stacked[size_t((kOut * t.stack_rank) + k * kOut + o)] = b[size_t(o * t.rank + k)];
+  std::vector<LoraSet::Stack> groups;
+  std::vector<ggml_tensor*> want(static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r)
+    want[size_t(r)] = ggml_view_2d(ctx, y, kOut, 1, y->nb[1], size_t(r) * y->nb[1]);
+  for (int64_t u = 0; u < n_used; ++u) {
+    const Term& t = terms[size_t(u)];
+    const unsigned term_seed = seed + 10 * unsigned(u + 1);
+    // The stacks, each slot's rank padded with zeros: A [kIn, stack_rank,
+    // kSlots] and B transposed [kOut, stack_rank, kSlots]; and ggml's B of
+    // each slot, [rank, kOut] as llama.cpp holds it.
+    std::vector<float> a_stacked(size_t(kIn * t.stack_rank * kSlots), 0.0f);
+    std::vector<float> b_stacked(size_t(kOut * t.stack_rank * kSlots), 0.0f);
+    std::vector<ggml_tensor*> b_ref(static_cast<size_t>(kSlots));
+    for (int64_t s = 0; s < kSlots; ++s) {
+      const std::vector<float> a = random_values(size_t(kIn * t.rank), term_seed + unsigned(2 * s), 0.5f);
+      const std::vector<float> b =
+          random_values(size_t(kOut * t.rank), term_seed + unsigned(2 * s + 1), 0.5f);
+      std::copy(a.begin(), a.end(), a_stacked.begin() + s * kIn * t.stack_rank);
+      for (int k = 0; k < t.rank; ++k) {
+        for (int64_t o = 0; o < kOut; ++o)
+          b_stacked[size_t((s * t.stack_rank + k) * kOut + o)] = b[size_t(o * t.rank + k)];
       }
+      b_ref[size_t(s)] = ggml_new_tensor_2d(ctx, t.type, t.rank, kOut);
+      store(b_ref[size_t(s)], b);
     }
-    store(stack, stacked);
-    ax.resize(size_t(t.stack_rank), 0.0f);
-    ggml_tensor* ax_stacked = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, t.stack_rank, int64_t(terms.size()), 1);
-    std::memset(ax_stacked->data, 0, ggml_nbytes(ax_stacked));
-    std::memcpy(static_cast<float*>(ax_stacked->data) + u * size_t(t.stack_rank), ax.data(),
-                ax.size() * sizeof(float));
+    ggml_tensor* a_stack = ggml_new_tensor_3d(ctx, t.type, kIn, t.stack_rank, kSlots);
+    ggml_tensor* b_stack = ggml_new_tensor_3d(ctx, t.type, kOut, t.stack_rank, kSlots);
+    store(a_stack, a_stacked);
+    store(b_stack, b_stacked);
+    groups.push_back({a_stack, b_stack});
+
     const int type = type_index(t.type);
-    static_cast<int32_t*>(routes->data)[u] = type;
-    static_cast<int32_t*>(routes->data)[size_t(1 + type) * terms.size() + u] = 1;
-    static_cast<float*>(scales->data)[u] = t.scale;
-    groups.push_back({stack, ax_stacked});
+    ggml_tensor* ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 1, n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      static_cast<int32_t*>(ids->data)[r] = slot_of(r);
+      static_cast<int32_t*>(routes->data)[r * n_used + u] = type;
+      static_cast<int32_t*>(routes->data)[((1 + type) * n_rows + r) * n_used + u] = slot_of(r);
+      std::memcpy(static_cast<int32_t*>(routes->data) + ((kLoraRoutePlanes - 1) * n_rows + r) * n_used + u,
+                  &t.scale, sizeof(float));
+    }
+    // ggml's way: A x by ggml_mul_mat_id, then per row B (A x) (the
+    // adapter's own rank of it), scaled, added.
+    ggml_tensor* ax = ggml_mul_mat_id(ctx, a_stack, ggml_reshape_3d(ctx, x, kIn, 1, n_rows), ids);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      ggml_tensor* ax_row = ggml_view_2d(ctx, ax, t.rank, 1, ax->nb[1], size_t(r) * ax->nb[2]);
+      ggml_tensor* term = ggml_scale(ctx, ggml_mul_mat(ctx, b_ref[size_t(slot_of(r))], ax_row), t.scale);
+      want[size_t(r)] = ggml_add(ctx, want[size_t(r)], term);
+    }
   }
-  ggml_tensor* got = lora_b_add(ctx, y, routes, scales, groups);
-  ggml_build_forward_expand(graph, want);
+  ggml_tensor* got = lora_add(ctx, y, x, routes, groups);
+  for (ggml_tensor* w : want) ggml_build_forward_expand(graph, w);
   ggml_build_forward_expand(graph, got);
-  EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, graph, 2), GGML_STATUS_SUCCESS);
-  std::vector<float> w(static_cast<const float*>(want->data), static_cast<const float*>(want->data) + kOut);
-  std::vector<float> g(static_cast<const float*>(got->data), static_cast<const float*>(got->data) + kOut);
+  EXPECT_EQ(ggml_graph_compute_with_ctx(ctx, graph, n_threads), GGML_STATUS_SUCCESS);
+  std::vector<float> w,
+      g(static_cast<const float*>(got->data), static_cast<const float*>(got->data) + kOut * n_rows);
+  for (ggml_tensor* t : want)
+    w.insert(w.end(), static_cast<const float*>(t->data), static_cast<const float*>(t->data) + kOut);
   ggml_free(ctx);
   return {w, g};
 }
@@ -116,30 +148,43 @@ void expect_bitwise_equal(const std::vector<float>& want, const std::vector<floa
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_FALSE(std::isnan(got[i])) << what << " output " << i;
     ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
-        << what << " output " << i << ": ggml " << want[i] << ", lora_b_add " << got[i];
+        << what << " output " << i << ": ggml " << want[i] << ", lora_add " << got[i];
   }
 }
 
-TEST(LoraBAdd, EachTypeRoundsAsGgmlMulMatScaleAdd) {
+TEST(LoraAdd, EachTypeRoundsAsGgmlMulMatIdMulMatScaleAdd) {
   for (ggml_type type : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
     // Short ranks, and ranks past ggml's SIMD steps (32 with AVX2, 64 with
     // AVX-512), where its dot products split into vector accumulators.
     for (int rank : {1, 3, 4, 6, 8, 16, 23, 32, 64, 80, 128}) {
       const std::string what = std::string(ggml_type_name(type)) + " rank " + std::to_string(rank);
-      const auto [want, got] = both_ways({{type, rank, rank, 0.75f}}, unsigned(rank));
+      const auto [want, got] = both_ways({{type, rank, rank, 0.75f}}, unsigned(rank), 3, 2);
       expect_bitwise_equal(want, got, what);
       // Padded to a larger rank, as when a larger adapter shares the stack.
       const int padded = std::max(24, rank + 8);
-      const auto [want_padded, got_padded] = both_ways({{type, rank, padded, 0.75f}}, unsigned(rank));
+      const auto [want_padded, got_padded] = both_ways({{type, rank, padded, 0.75f}}, unsigned(rank), 3, 2);
       expect_bitwise_equal(want_padded, got_padded, what + " padded to " + std::to_string(padded));
     }
   }
 }
 
-TEST(LoraBAdd, AStackOfDifferentTypesAddsEachTermInTurn) {
+TEST(LoraAdd, AStackOfDifferentTypesAddsEachTermInTurn) {
   const auto [want, got] = both_ways(
-      {{GGML_TYPE_F32, 6, 8, 0.5f}, {GGML_TYPE_BF16, 16, 16, 1.25f}, {GGML_TYPE_F16, 8, 16, 2.0f}}, 7);
+      {{GGML_TYPE_F32, 6, 8, 0.5f}, {GGML_TYPE_BF16, 16, 16, 1.25f}, {GGML_TYPE_F16, 8, 16, 2.0f}}, 7, 2, 2);
   expect_bitwise_equal(want, got, "f32 + bf16 + f16");
+}
+
+// However the rows fall to the threads: whole rows, rows in slices of their
+// outputs, or some of each.
+TEST(LoraAdd, AnyRowsOnAnyThreads) {
+  for (int threads : {1, 2, 3}) {
+    for (int64_t rows : {1, 2, 3, 5, 8}) {
+      const std::string what = std::to_string(rows) + " rows on " + std::to_string(threads) + " threads";
+      const auto [want, got] = both_ways({{GGML_TYPE_F16, 16, 16, 2.0f}, {GGML_TYPE_F32, 4, 4, 0.5f}},
+                                         unsigned(rows), rows, threads);
+      expect_bitwise_equal(want, got, what);
+    }
+  }
 }
 
 }  // namespace
