@@ -69,39 +69,52 @@ inline __m512 load16(ggml_type type, const char* src) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // BF16: the high half
 }
 
-// add_rows_exact's arithmetic, up to 256 outputs a pass with their accumulators
-// (doubles) in L1: the same products (exact in float), summed over k in the
-// same order. Each pass reads 512 bytes (F16, BF16) of each of B's rows in
-// turn, runs long enough for the hardware's prefetch; 32 outputs a pass (64
-// bytes of 16 rows, each in its own page) left the B side waiting on memory.
-void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
-                           float scale, int64_t rank, int64_t n) {
-  constexpr int64_t kBlock = 256;
+// add_rows_exact's arithmetic for 16 * kVecs outputs, their accumulators
+// (doubles) in registers: the same products (exact in float), summed over k
+// in the same order. Each pass reads 32 * kVecs bytes (F16, BF16) of each of
+// B's rows in turn and prefetches what the pass four ahead reads there: the
+// hardware's prefetch left the B side waiting on memory (graft bench, Q4_0
+// 1B, 8 rows, 8 rank-16 adapters: 0.80 -> 0.85-0.9 of base).
+template <int kVecs>
+void add_block_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
+                            float scale, int64_t rank) {
   const size_t es = ggml_type_size(type);
-  alignas(64) double acc[kBlock];
-  int64_t o0 = 0;
-  for (int64_t m; (m = std::min(kBlock, (n - o0) / 16 * 16)) > 0; o0 += m) {
-    for (int64_t j = 0; j < m; j += 8) _mm512_store_pd(acc + j, _mm512_setzero_pd());
-    for (int64_t k = 0; k < rank; ++k) {
-      if (w[k] == 0.0f) continue;
-      const char* row = b + size_t(k) * stride + size_t(o0) * es;
-      const __m512 wk = _mm512_set1_ps(w[k]);
-      for (int64_t j = 0; j < m; j += 16) {
-        const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(j) * es));
-        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(p));
-        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)));
-        _mm512_store_pd(acc + j, _mm512_add_pd(_mm512_load_pd(acc + j), lo));
-        _mm512_store_pd(acc + j + 8, _mm512_add_pd(_mm512_load_pd(acc + j + 8), hi));
-      }
-    }
-    const __m512 s = _mm512_set1_ps(scale);
-    for (int64_t j = 0; j < m; j += 16) {
-      const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_load_pd(acc + j))),
-                                            _mm512_cvtpd_ps(_mm512_load_pd(acc + j + 8)), 1);
-      float* o = out + o0 + j;
-      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(sum, s)));
+  __m512d acc[2 * kVecs];
+#pragma GCC unroll 16
+  for (int v = 0; v < 2 * kVecs; ++v) acc[v] = _mm512_setzero_pd();
+  for (int64_t k = 0; k < rank; ++k) {
+    if (w[k] == 0.0f) continue;
+    const char* row = b + size_t(k) * stride;
+#pragma GCC unroll 8
+    for (size_t l = 0; l < size_t(16 * kVecs) * es; l += 64)
+      _mm_prefetch(row + size_t(64 * kVecs) * es + l, _MM_HINT_T0);
+    const __m512 wk = _mm512_set1_ps(w[k]);
+#pragma GCC unroll 8
+    for (int v = 0; v < kVecs; ++v) {
+      const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(16 * v) * es));
+      acc[2 * v] = _mm512_add_pd(acc[2 * v], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+      acc[2 * v + 1] = _mm512_add_pd(
+          acc[2 * v + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
     }
   }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int v = 0; v < kVecs; ++v) {
+    const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(acc[2 * v])),
+                                          _mm512_cvtpd_ps(acc[2 * v + 1]), 1);
+    float* o = out + 16 * v;
+    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(sum, s)));
+  }
+}
+
+void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
+                           float scale, int64_t rank, int64_t n) {
+  const size_t es = ggml_type_size(type);
+  int64_t o0 = 0;
+  for (; o0 + 128 <= n; o0 += 128)
+    add_block_exact_avx512<8>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
+  for (; o0 + 16 <= n; o0 += 16)
+    add_block_exact_avx512<1>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
   if (o0 < n) add_rows_exact(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, n - o0);
 }
 #endif
