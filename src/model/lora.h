@@ -6,8 +6,8 @@
 // and its products are computed as ggml computes them in that type, so an
 // F16, BF16 or F32 adapter gives what llama.cpp gives with the same file.
 // Mounted adapters of one type are stacked per (layer, target) into 3-D
-// tensors (lora_stacks.h), so one pass (ggml_mul_mat_id for A, lora_b_add for
-// B) serves a batch whose rows use no adapter, different adapters, stacks of
+// tensors (lora_stacks.h), so one op per projection (lora_ops.h lora_add)
+// serves a batch whose rows use no adapter, different adapters, stacks of
 // them, or adapters of different types.
 #pragma once
 
