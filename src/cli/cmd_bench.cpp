@@ -3,6 +3,7 @@
 // decode after an N x 128-token prefill), so bench/engine.sh can put them
 // side by side.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <random>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -102,6 +104,53 @@ double bench_batched(Forward& forward, KvCache& cache, int n_rows, int pp, int t
   return double(n_rows) * tg / (now() - t0);
 }
 
+struct StepTimes {
+  double total = 0;  // ms
+  int n = 0;
+};
+
+// Decode steps of n_rows rows without adapters (sequences 0 .. n_rows - 1)
+// and with routes (sequences n_rows .. 2 n_rows - 1) taken in turns, in
+// blocks of kBlock steps, the side that goes first alternating, so a drift in
+// the machine's speed (this VM's memory bandwidth moves within seconds) falls
+// on both alike. A block's first step builds its graph and is not timed.
+std::pair<StepTimes, StepTimes> interleaved_steps(Forward& forward, KvCache& cache, int n_rows, int pp,
+                                                  int tg, int n_vocab,
+                                                  const std::vector<AdapterRoute>& routes) {
+  constexpr int kBlock = 8;
+  cache.clear();
+  Batch batch;
+  for (int s = 0; s < 2 * n_rows; ++s) {
+    batch.clear();
+    for (int i = 0; i < pp; ++i)
+      batch.rows.push_back({token_at(i + s % n_rows, n_vocab), i, s, i == pp - 1,
+                            s < n_rows ? AdapterRoute{} : routes[size_t(s % n_rows)]});
+    run_or_fail(forward, batch);
+  }
+  StepTimes base, lora;
+  std::array<int, 2> done{};  // steps taken by each side
+  for (int block = 0; done[0] < tg || done[1] < tg; ++block) {
+    for (int turn = 0; turn < 2; ++turn) {
+      const int side = (block + turn) % 2;  // 0: base, 1: with adapters
+      for (int i = 0; i < kBlock && done[size_t(side)] < tg; ++i) {
+        const int step = done[size_t(side)]++;
+        batch.clear();
+        for (int r = 0; r < n_rows; ++r) {
+          batch.rows.push_back({token_at(step + r, n_vocab), pp + step, side * n_rows + r, true,
+                                side == 0 ? AdapterRoute{} : routes[size_t(r) % routes.size()]});
+        }
+        const double t0 = now();
+        run_or_fail(forward, batch);
+        if (i == 0) continue;
+        StepTimes& t = side == 0 ? base : lora;
+        t.total += (now() - t0) * 1000.0;
+        ++t.n;
+      }
+    }
+  }
+  return {base, lora};
+}
+
 struct Stat {
   double mean = 0, sd = 0;
 };
@@ -151,7 +200,7 @@ void run_bench(const BenchOptions& o) {
   auto kv_type = KvCache::type_from_name(o.kv_type);
   if (!kv_type) fail(kv_type.error());
   kv.type = *kv_type;
-  const int seqs = std::max(max_rows, o.lora_rank > 0 ? 8 : 1);
+  const int seqs = std::max(max_rows, o.lora_rank > 0 ? 16 : 1);  // bench_lora: 8 rows on each side
   kv.n_seq_max = seqs;
   kv.n_cells = std::max({o.pp, o.tg, seqs * (o.batched_pp + o.batched_tg)});
   auto cache = KvCache::create(model.config(), kv);
@@ -245,6 +294,8 @@ void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptio
       "lora-mount-ms  %12.2f %10s  (median of %d rank-%d %s mounts; first %.1f, slowest %.1f; %.1f MiB)\n",
       sorted[sorted.size() / 2], "-", kAdapters, o.lora_rank, o.lora_dtype.c_str(), mounts[0], sorted.back(),
       double(model.lora().bytes()) / (1 << 20));
+  const auto [base_ms, lora_ms] =
+      interleaved_steps(forward, cache, kAdapters, o.batched_pp, o.batched_tg, n_vocab, routes);
   Stat base = repeat(std::max(1, o.reps - 1), [&] {
     return bench_batched(forward, cache, kAdapters, o.batched_pp, o.batched_tg, n_vocab);
   });
@@ -254,6 +305,9 @@ void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptio
   std::printf("%-14s %12.2f %10.2f\n", "batched8", base.mean, base.sd);
   std::printf("%-14s %12.2f %10.2f  (%.3f of base)\n", "batched8-lora", lora.mean, lora.sd,
               lora.mean / base.mean);
+  std::printf("%-14s %12.3f %10s  (steps interleaved: base %.2f ms, lora %.2f ms a step, total of %d each)\n",
+              "lora/base", base_ms.total / lora_ms.total, "-", base_ms.total / base_ms.n,
+              lora_ms.total / lora_ms.n, base_ms.n);
 }
 
 }  // namespace
