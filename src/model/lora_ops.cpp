@@ -22,9 +22,8 @@ namespace {
 // This file is built without floating-point contraction: a multiply and an
 // add stay two roundings, as ggml's separate ops round.
 constexpr int64_t kChunk = 32;  // outputs whose accumulators stay in registers
-// Below this many elements ggml's F16 and BF16 dot products (SIMD step 32 with
-// AVX2, 64 with AVX-512) sum every product in order, in double: the length
-// where add_rows_exact stops being ggml's rounding on some CPU.
+// ggml's smallest SIMD step for dot products (AVX2's): below it, its F32
+// dot product runs the scalar loop f32_tail_width describes.
 constexpr int64_t kGgmlMinSimdDot = 32;
 
 void load_row(ggml_type type, const char* src, float* row, int64_t m) {
@@ -62,48 +61,44 @@ void add_rows_exact(float* out, const char* b, size_t stride, ggml_type type, co
 }
 
 #if defined(__AVX512F__)
-// 16 outputs of a B row (F16 or BF16) as floats.
-inline __m512 load16(ggml_type type, const char* src) {
-  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-  if (type == GGML_TYPE_F16) return _mm512_cvtph_ps(half);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // BF16: the high half
+// 8 outputs of a B row (F16 or BF16) as doubles.
+inline __m512d load8(ggml_type type, const char* src) {
+  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  if (type == GGML_TYPE_F16) return _mm512_cvtps_pd(_mm256_cvtph_ps(half));
+  return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16)));  // BF16
 }
 
-// add_rows_exact's arithmetic for 16 * kVecs outputs, their accumulators
-// (doubles) in registers: the same products (exact in float), summed over k
-// in the same order. Each pass reads 32 * kVecs bytes (F16, BF16) of each of
-// B's rows in turn and prefetches what the pass four ahead reads there: the
-// hardware's prefetch left the B side waiting on memory (graft bench, Q4_0
-// 1B, 8 rows, 8 rank-16 adapters: 0.80 -> 0.85-0.9 of base).
+// add_rows_exact's arithmetic for 8 * kVecs outputs, their accumulators
+// (doubles) in registers, summed over k in the same order. w[k] times an F16
+// or BF16 value is exact in float, so one fused multiply-add in double rounds
+// as adding that float product does, with no float multiply and no shuffles
+// to widen it. Each pass reads 16 * kVecs bytes of each of B's rows in turn
+// and prefetches what the pass four ahead reads there: the hardware's
+// prefetch left the B side waiting on memory (graft bench, Q4_0 1B, 8 rows, 8
+// rank-16 adapters: 0.80 -> 0.85-0.9 of base).
 template <int kVecs>
 void add_block_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
                             float scale, int64_t rank) {
   const size_t es = ggml_type_size(type);
-  __m512d acc[2 * kVecs];
+  __m512d acc[kVecs];
 #pragma GCC unroll 16
-  for (int v = 0; v < 2 * kVecs; ++v) acc[v] = _mm512_setzero_pd();
+  for (int v = 0; v < kVecs; ++v) acc[v] = _mm512_setzero_pd();
   for (int64_t k = 0; k < rank; ++k) {
     if (w[k] == 0.0f) continue;
     const char* row = b + size_t(k) * stride;
 #pragma GCC unroll 8
-    for (size_t l = 0; l < size_t(16 * kVecs) * es; l += 64)
-      _mm_prefetch(row + size_t(64 * kVecs) * es + l, _MM_HINT_T0);
-    const __m512 wk = _mm512_set1_ps(w[k]);
-#pragma GCC unroll 8
-    for (int v = 0; v < kVecs; ++v) {
-      const __m512 p = _mm512_mul_ps(wk, load16(type, row + size_t(16 * v) * es));
-      acc[2 * v] = _mm512_add_pd(acc[2 * v], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-      acc[2 * v + 1] = _mm512_add_pd(
-          acc[2 * v + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-    }
+    for (size_t l = 0; l < size_t(8 * kVecs) * es; l += 64)
+      _mm_prefetch(row + size_t(32 * kVecs) * es + l, _MM_HINT_T0);
+    const __m512d wk = _mm512_set1_pd(double(w[k]));
+#pragma GCC unroll 16
+    for (int v = 0; v < kVecs; ++v)
+      acc[v] = _mm512_fmadd_pd(wk, load8(type, row + size_t(8 * v) * es), acc[v]);
   }
-  const __m512 s = _mm512_set1_ps(scale);
-#pragma GCC unroll 8
+  const __m256 s = _mm256_set1_ps(scale);
+#pragma GCC unroll 16
   for (int v = 0; v < kVecs; ++v) {
-    const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(acc[2 * v])),
-                                          _mm512_cvtpd_ps(acc[2 * v + 1]), 1);
-    float* o = out + 16 * v;
-    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(sum, s)));
+    float* o = out + 8 * v;
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm512_cvtpd_ps(acc[v]), s)));
   }
 }
 
@@ -112,8 +107,8 @@ void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type t
   const size_t es = ggml_type_size(type);
   int64_t o0 = 0;
   for (; o0 + 128 <= n; o0 += 128)
-    add_block_exact_avx512<8>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
-  for (; o0 + 16 <= n; o0 += 16)
+    add_block_exact_avx512<16>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
+  for (; o0 + 8 <= n; o0 += 8)
     add_block_exact_avx512<1>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
   if (o0 < n) add_rows_exact(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, n - o0);
 }
@@ -246,6 +241,118 @@ float round_input(ggml_type type, float a) {
   return a;
 }
 
+// The length below which ggml's dot product for an F16 or BF16 row sums
+// every product in order, in double (add_rows_exact's arithmetic): its SIMD
+// step, 64 in AVX-512 builds and 32 in AVX2 ones. Found once per type by
+// asking ggml's own dot product on random rows of every length below 64; 0
+// if even short rows differ (then every term goes through add_rows_ggml_dot).
+int64_t in_order_below(ggml_type type) {
+  static const std::array<int64_t, 2> limits = [] {
+    std::array<int64_t, 2> found{};
+    for (const ggml_type t : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+      const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(t);
+      const size_t es = ggml_type_size(t);
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      std::vector<float> x(64), y(64), xr(64), yr(64);
+      std::vector<char> xq(64 * es), yq(64 * es);
+      int64_t first_miss = 64;
+      for (int64_t n = 1; n < first_miss; ++n) {
+        for (int trial = 0; trial < 4 && n < first_miss; ++trial) {
+          for (float& v : x) v = uniform(rng);
+          for (float& v : y) v = uniform(rng);
+          traits->from_float(x.data(), xq.data(), n);
+          traits->from_float(y.data(), yq.data(), n);
+          load_row(t, xq.data(), xr.data(), n);
+          load_row(t, yq.data(), yr.data(), n);
+          double sum = 0.0;
+          for (int64_t k = 0; k < n; ++k) sum += double(xr[size_t(k)] * yr[size_t(k)]);
+          float want = 0.0f;
+          traits->vec_dot(int(n), &want, 0, xq.data(), 0, yq.data(), 0, 1);
+          const float got = float(sum);
+          if (std::memcmp(&want, &got, sizeof(float)) != 0) first_miss = n;
+        }
+      }
+      found[t == GGML_TYPE_F16 ? 0 : 1] = first_miss >= 64 ? 64 : first_miss >= 32 ? 32 : 0;
+    }
+    return found;
+  }();
+  return type == GGML_TYPE_F16 ? limits[0] : type == GGML_TYPE_BF16 ? limits[1] : 0;
+}
+
+#if defined(__AVX512F__)
+// out[o] += scale * sum_k w[k] B[k][o] for 16 outputs of F16 rows, summed as
+// ggml's AVX-512 F16 dot product (ggml_vec_dot_f16) sums one output's row of
+// rank elements: element k goes to lane k % 64 of its four 16-wide
+// accumulators by fused multiply-adds, the lanes are added (0 + 32, 16 + 48;
+// then 0 + 16; then _mm512_reduce_add_ps's tree: 8 + 0, 4 + 0, 2 + 0, 1 + 0),
+// and the last rank % 64 products are added to that in double. Each lane here
+// is one zmm over the 16 outputs, so every step is one instruction for all.
+void add_block_f16_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
+                              int64_t rank) {
+  const int64_t np = rank & ~int64_t(63);
+  __m512 lane[64];
+  for (__m512& l : lane) l = _mm512_setzero_ps();
+  for (int64_t k = 0; k < np; ++k) {
+    const __m512 bk =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + size_t(k) * stride)));
+    lane[k & 63] = _mm512_fmadd_ps(bk, _mm512_set1_ps(w[k]), lane[k & 63]);
+  }
+  for (int l = 0; l < 32; ++l) lane[l] = _mm512_add_ps(lane[l], lane[l + 32]);
+  for (int width = 16; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] = _mm512_add_ps(lane[l + width], lane[l]);
+  }
+  __m512d acc[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(lane[0])),
+                    _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lane[0]), 1)))};
+  for (int64_t k = np; k < rank; ++k) {
+    const char* row = b + size_t(k) * stride;
+    const __m512d wk = _mm512_set1_pd(double(w[k]));
+    for (int h = 0; h < 2; ++h) acc[h] = _mm512_fmadd_pd(wk, load8(GGML_TYPE_F16, row + 16 * h), acc[h]);
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int h = 0; h < 2; ++h) {
+    float* o = out + 8 * h;
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm512_cvtpd_ps(acc[h]), s)));
+  }
+}
+
+void add_rows_f16_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
+                             int64_t rank, int64_t n) {
+  int64_t o0 = 0;
+  for (; o0 + 16 <= n; o0 += 16)
+    add_block_f16_simd_order(out + o0, b + size_t(o0) * sizeof(ggml_fp16_t), stride, w, scale, rank);
+  if (o0 < n)
+    add_rows_ggml_dot(out + o0, b + size_t(o0) * sizeof(ggml_fp16_t), stride, GGML_TYPE_F16, w, scale, rank,
+                      n - o0);
+}
+
+// Whether add_rows_f16_simd_order gives add_rows_ggml_dot's results (ggml's
+// own F16 dot product) to the bit in this binary, found once on random rows
+// of several ranks: it does where ggml was built for AVX-512 without AVX-512
+// FP16 by the compiler graft was.
+bool f16_simd_order_matches() {
+  static const bool same = [] {
+    constexpr int64_t kOut = 40;  // two blocks of 16 and a tail
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (int64_t rank : {64, 80, 128, 191}) {
+      std::vector<ggml_fp16_t> b(static_cast<size_t>(rank * kOut));
+      for (ggml_fp16_t& v : b) v = ggml_fp32_to_fp16(uniform(rng));
+      std::vector<float> w(static_cast<size_t>(rank));
+      for (float& v : w) v = round_input(GGML_TYPE_F16, uniform(rng));
+      std::vector<float> want(kOut, 0.5f), got(kOut, 0.5f);
+      const char* rows = reinterpret_cast<const char*>(b.data());
+      const size_t stride = kOut * sizeof(ggml_fp16_t);
+      add_rows_ggml_dot(want.data(), rows, stride, GGML_TYPE_F16, w.data(), 0.75f, rank, kOut);
+      add_rows_f16_simd_order(got.data(), rows, stride, w.data(), 0.75f, rank, kOut);
+      if (std::memcmp(want.data(), got.data(), sizeof(float) * kOut) != 0) return false;
+    }
+    return true;
+  }();
+  return same;
+}
+#endif
+
 int type_index(ggml_type type) {
   for (int t = 0; t < kLoraTypeCount; ++t) {
     if (ggml_type_of(LoraType(t)) == type) return t;
@@ -263,21 +370,29 @@ const T& at(const ggml_tensor* t, int64_t i0, int64_t i1, int64_t i2) {
 // B_slot w, w = A x rounded as ggml rounds a matmul's input for B's type.
 void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, const float* ax, float* w,
                 float scale, int64_t n) {
-  const int64_t rank = b->ne[1];
+  int64_t rank = b->ne[1];
   for (int64_t k = 0; k < rank; ++k) w[k] = round_input(b->type, ax[k]);
+  // The stacks pad an adapter's rank with zeros: its own rank, the length of
+  // the dot products ggml sums, ends at the last nonzero w.
+  while (rank > 0 && w[rank - 1] == 0.0f) --rank;
+  if (rank == 0) return;
   const char* base =
       static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
   const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
   if (width != 0) {
     add_rows_f32(out, base, b->nb[1], w, scale, rank, n, width);
-  } else if (b->type == GGML_TYPE_F32 || rank >= kGgmlMinSimdDot) {
-    add_rows_ggml_dot(out, base, b->nb[1], b->type, w, scale, rank, n);
-  } else {
+  } else if (b->type != GGML_TYPE_F32 && rank < in_order_below(b->type)) {
 #if defined(__AVX512F__)
     add_rows_exact_avx512(out, base, b->nb[1], b->type, w, scale, rank, n);
 #else
     add_rows_exact(out, base, b->nb[1], b->type, w, scale, rank, n);
 #endif
+#if defined(__AVX512F__)
+  } else if (b->type == GGML_TYPE_F16 && f16_simd_order_matches()) {
+    add_rows_f16_simd_order(out, base, b->nb[1], w, scale, rank, n);
+#endif
+  } else {
+    add_rows_ggml_dot(out, base, b->nb[1], b->type, w, scale, rank, n);
   }
 }
 
@@ -354,6 +469,18 @@ void lora_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 }
 
 }  // namespace
+
+LoraKernels lora_kernels() {
+  LoraKernels k;
+  k.f16_in_order_below = in_order_below(GGML_TYPE_F16);
+  k.bf16_in_order_below = in_order_below(GGML_TYPE_BF16);
+#if defined(__AVX512F__)
+  k.avx512 = true;
+  k.f16_simd_order = f16_simd_order_matches();
+#endif
+  k.f32_tail_width = f32_tail_width();
+  return k;
+}
 
 ggml_tensor* lora_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* x, ggml_tensor* routes,
                       std::span<const LoraSet::Stack> groups) {

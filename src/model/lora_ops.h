@@ -14,20 +14,28 @@
 // The numbers are ggml's. A x is what ggml_mul_mat_id gives: x turned into
 // the dot product's input type for A's type, then ggml's own dot product per
 // row of A. Each term is the one ggml_mul_mat (one row at a time, as in
-// decoding), ggml_scale and ggml_add give for an adapter of that type:
-// - F16 and BF16 below ggml's SIMD step for dot products (32 elements with
-//   AVX2; 64 with AVX-512), where ggml sums a dot product in order: A x
-//   rounded to the adapter's type, each product exact in float, summed in
-//   double, vectorized over outputs here;
+// decoding), ggml_scale and ggml_add give for an adapter of that type, the
+// length of its dot products the adapter's own rank (a stack pads it):
+// - F16 and BF16 below ggml's SIMD step for dot products (64 elements with
+//   AVX-512, 32 with AVX2; found by asking ggml), where ggml sums a dot
+//   product in order: A x rounded to the adapter's type, each product exact
+//   in float, summed in double, vectorized over outputs here;
+// - F16 from there on AVX-512: ggml's vector order (four 16-wide
+//   accumulators, its reduction tree, the tail in double), vectorized over
+//   outputs, one lane register per element of the 64-wide step;
 // - F32 below 32: products rounded to float and summed in float, in order,
 //   the last rank % W of them fused, as GCC compiles ggml's scalar loop (a
 //   W-wide vector body whose in-order sum keeps each product's rounding, then
 //   a contracted scalar tail); W (4 with AVX2, 8 with AVX-512) is found once
 //   by asking ggml's own dot product;
-// - F32 from 32 (or when no W fits), F16 and BF16 from 32: through ggml's
-//   own dot product for the type on gathered columns of B, since how ggml
-//   orders those sums past its SIMD step depends on the CPU (slower: with 8
-//   rank-16 F32 adapters this way, decoding ran at half the F16 speed).
+// - the rest (F32 from 32, BF16 past its step, any kernel that does not
+//   match the ggml it links): through ggml's own dot product on gathered
+//   columns of B (slower: with 8 rank-16 F32 adapters this way, decoding
+//   ran at half the F16 speed).
+// Before the probed limits and the F16 vector order, every F16 rank from 32
+// went the slow way: 8 rank-32 adapters decoded at 0.19x the base rate, 8
+// rank-64 ones at 0.11x; now 0.70x and 0.42x (graft bench, Q4_0 1B, 8 rows,
+// steps interleaved).
 // tests/model/lora_ops_test.cpp checks each against ggml.
 #pragma once
 
@@ -51,5 +59,17 @@ namespace graft {
 // group adds nothing (its adapter does not touch this projection).
 ggml_tensor* lora_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* x, ggml_tensor* routes,
                       std::span<const LoraSet::Stack> groups);
+
+// Which of lora_add's B-side kernels this binary found to round as the ggml
+// it links (each is checked once against ggml's own dot products; where one
+// differs, ggml's dot product is used instead).
+struct LoraKernels {
+  bool avx512 = false;              // lora_ops built for AVX-512 (GRAFT_NATIVE on such a CPU)
+  int64_t f16_in_order_below = 0;   // F16 ranks below this: summed in order, in double
+  int64_t bf16_in_order_below = 0;  // the same for BF16
+  bool f16_simd_order = false;      // F16 ranks from there: ggml's AVX-512 order, 16 outputs at a time
+  int64_t f32_tail_width = 0;       // F32 ranks below 32: in float, the last rank % width fused
+};
+LoraKernels lora_kernels();
 
 }  // namespace graft

@@ -156,15 +156,36 @@ TEST(LoraAdd, EachTypeRoundsAsGgmlMulMatIdMulMatScaleAdd) {
   for (ggml_type type : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
     // Short ranks, and ranks past ggml's SIMD steps (32 with AVX2, 64 with
     // AVX-512), where its dot products split into vector accumulators.
-    for (int rank : {1, 3, 4, 6, 8, 16, 23, 32, 64, 80, 128}) {
+    for (int rank : {1, 3, 4, 6, 8, 16, 23, 32, 63, 64, 80, 128, 191}) {
       const std::string what = std::string(ggml_type_name(type)) + " rank " + std::to_string(rank);
       const auto [want, got] = both_ways({{type, rank, rank, 0.75f}}, unsigned(rank), 3, 2);
       expect_bitwise_equal(want, got, what);
-      // Padded to a larger rank, as when a larger adapter shares the stack.
-      const int padded = std::max(24, rank + 8);
-      const auto [want_padded, got_padded] = both_ways({{type, rank, padded, 0.75f}}, unsigned(rank), 3, 2);
-      expect_bitwise_equal(want_padded, got_padded, what + " padded to " + std::to_string(padded));
+      // Padded to a larger rank, as when a larger adapter shares the stack:
+      // a little, and past the next SIMD step (ggml sums the adapter's own
+      // rank, not the stack's).
+      for (const int padded : {std::max(24, rank + 8), rank + 72}) {
+        const auto [want_padded, got_padded] = both_ways({{type, rank, padded, 0.75f}}, unsigned(rank), 3, 2);
+        expect_bitwise_equal(want_padded, got_padded, what + " padded to " + std::to_string(padded));
+      }
     }
+  }
+}
+
+// The tests above pass on any CPU, since a kernel that would round otherwise
+// than ggml steps aside for ggml's dot product. Where lora_ops is built for
+// AVX-512 (as ggml is, both -march=native), the fast ones must be the ones
+// that run.
+TEST(LoraAdd, TheFastKernelsRunOnAvx512Builds) {
+  const LoraKernels k = lora_kernels();
+  if (k.avx512) {
+    EXPECT_EQ(k.f16_in_order_below, 64);
+    EXPECT_EQ(k.bf16_in_order_below, 64);
+    EXPECT_TRUE(k.f16_simd_order);
+    EXPECT_EQ(k.f32_tail_width, 8);
+  } else {
+    EXPECT_FALSE(k.f16_simd_order);
+    EXPECT_GE(k.f16_in_order_below, 32)
+        << "ggml's F16 dot product sums rows below 32 in order on every x86 build";
   }
 }
 
