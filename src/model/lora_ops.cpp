@@ -375,7 +375,6 @@ void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, cons
   // The stacks pad an adapter's rank with zeros: its own rank, the length of
   // the dot products ggml sums, ends at the last nonzero w.
   while (rank > 0 && w[rank - 1] == 0.0f) --rank;
-  if (rank == 0) return;
   const char* base =
       static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
   const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
