@@ -26,6 +26,14 @@ constexpr int64_t kChunk = 32;  // outputs whose accumulators stay in registers
 // dot product runs the scalar loop f32_tail_width describes.
 constexpr int64_t kGgmlMinSimdDot = 32;
 
+// The probes below ask ggml's own dot products, whose F16 conversions read
+// tables ggml_cpu_init fills: a probe that runs before any graph (a test, the
+// first adapter) must fill them first.
+const ggml_type_traits_cpu* probe_traits(ggml_type type) {
+  ggml_cpu_init();
+  return ggml_get_type_traits_cpu(type);
+}
+
 void load_row(ggml_type type, const char* src, float* row, int64_t m) {
   if (type == GGML_TYPE_F16) {
     ggml_cpu_fp16_to_fp32(reinterpret_cast<const ggml_fp16_t*>(src), row, m);
@@ -145,7 +153,7 @@ float tail_fused_dot(const float* x, const float* y, int64_t n, int64_t width) {
 // term goes through ggml's dot product (add_rows_ggml_dot).
 int64_t f32_tail_width() {
   static const int64_t width = [] {
-    const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(GGML_TYPE_F32);
+    const ggml_type_traits_cpu* traits = probe_traits(GGML_TYPE_F32);
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     std::array<float, kGgmlMinSimdDot> x{}, y{};
@@ -167,6 +175,34 @@ int64_t f32_tail_width() {
     return int64_t(0);
   }();
   return width;
+}
+
+// The length below which ggml's F32 dot product follows tail_fused_dot's
+// rule (its SIMD step: 64 in AVX-512 builds, 32 in AVX2 ones), found once by
+// asking it on random rows of every length below 64; 0 without a width.
+int64_t f32_in_order_below() {
+  static const int64_t limit = [] {
+    const int64_t width = f32_tail_width();
+    if (width == 0) return int64_t(0);
+    const ggml_type_traits_cpu* traits = probe_traits(GGML_TYPE_F32);
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::array<float, 64> x{}, y{};
+    for (int64_t n = kGgmlMinSimdDot; n < 64; ++n) {
+      for (int trial = 0; trial < 4; ++trial) {
+        for (int64_t k = 0; k < n; ++k) {
+          x[size_t(k)] = uniform(rng);
+          y[size_t(k)] = uniform(rng);
+        }
+        float want = 0.0f;
+        traits->vec_dot(int(n), &want, 0, x.data(), 0, y.data(), 0, 1);
+        const float got = tail_fused_dot(x.data(), y.data(), n, width);
+        if (std::memcmp(&want, &got, sizeof(float)) != 0) return kGgmlMinSimdDot;
+      }
+    }
+    return int64_t(64);
+  }();
+  return limit;
 }
 
 // The same rule for F32 rows of B, vectorized over outputs: out[o] += scale *
@@ -250,7 +286,7 @@ int64_t in_order_below(ggml_type type) {
   static const std::array<int64_t, 2> limits = [] {
     std::array<int64_t, 2> found{};
     for (const ggml_type t : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
-      const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(t);
+      const ggml_type_traits_cpu* traits = probe_traits(t);
       const size_t es = ggml_type_size(t);
       std::mt19937 rng(5);
       std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -281,29 +317,37 @@ int64_t in_order_below(ggml_type type) {
 }
 
 #if defined(__AVX512F__)
-// out[o] += scale * sum_k w[k] B[k][o] for 16 outputs of F16 rows, summed as
-// ggml's AVX-512 F16 dot product (ggml_vec_dot_f16) sums one output's row of
-// rank elements: element k goes to lane k % 64 of its four 16-wide
-// accumulators by fused multiply-adds, the lanes are added (0 + 32, 16 + 48;
-// then 0 + 16; then _mm512_reduce_add_ps's tree: 8 + 0, 4 + 0, 2 + 0, 1 + 0),
-// and the last rank % 64 products are added to that in double. Each lane here
-// is one zmm over the 16 outputs, so every step is one instruction for all.
-void add_block_f16_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
-                              int64_t rank) {
-  const int64_t np = rank & ~int64_t(63);
+// ggml's AVX-512 dot products (ggml_vec_dot_f16, ggml_vec_dot_f32) over the
+// first rank - rank % 64 elements of one output's row: element k goes to
+// lane k % 64 of four 16-wide accumulators by fused multiply-adds, and the
+// lanes are added 0 + 32 and 16 + 48, then 0 + 16, then in
+// _mm512_reduce_add_ps's tree (8 + 0, 4 + 0, 2 + 0, 1 + 0). Here each lane is
+// one zmm over 16 outputs, so every step is one instruction for all of them;
+// `load` gives B's row k at those outputs as floats.
+template <typename Load>
+__m512 simd_order_sum(const char* b, size_t stride, const float* w, int64_t np, Load load) {
   __m512 lane[64];
   for (__m512& l : lane) l = _mm512_setzero_ps();
-  for (int64_t k = 0; k < np; ++k) {
-    const __m512 bk =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + size_t(k) * stride)));
-    lane[k & 63] = _mm512_fmadd_ps(bk, _mm512_set1_ps(w[k]), lane[k & 63]);
-  }
+  for (int64_t k = 0; k < np; ++k)
+    lane[k & 63] = _mm512_fmadd_ps(load(b + size_t(k) * stride), _mm512_set1_ps(w[k]), lane[k & 63]);
   for (int l = 0; l < 32; ++l) lane[l] = _mm512_add_ps(lane[l], lane[l + 32]);
   for (int width = 16; width >= 1; width /= 2) {
     for (int l = 0; l < width; ++l) lane[l] = _mm512_add_ps(lane[l + width], lane[l]);
   }
-  __m512d acc[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(lane[0])),
-                    _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lane[0]), 1)))};
+  return lane[0];
+}
+
+// out[o] += scale * sum_k w[k] B[k][o] for 16 outputs of F16 rows, as
+// ggml's F16 dot product sums it: simd_order_sum, then the last rank % 64
+// products added to it in double.
+void add_block_f16_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
+                              int64_t rank) {
+  const int64_t np = rank & ~int64_t(63);
+  const __m512 sum = simd_order_sum(b, stride, w, np, [](const char* row) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+  });
+  __m512d acc[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(sum)),
+                    _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)))};
   for (int64_t k = np; k < rank; ++k) {
     const char* row = b + size_t(k) * stride;
     const __m512d wk = _mm512_set1_pd(double(w[k]));
@@ -316,40 +360,72 @@ void add_block_f16_simd_order(float* out, const char* b, size_t stride, const fl
   }
 }
 
-void add_rows_f16_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
-                             int64_t rank, int64_t n) {
-  int64_t o0 = 0;
-  for (; o0 + 16 <= n; o0 += 16)
-    add_block_f16_simd_order(out + o0, b + size_t(o0) * sizeof(ggml_fp16_t), stride, w, scale, rank);
-  if (o0 < n)
-    add_rows_ggml_dot(out + o0, b + size_t(o0) * sizeof(ggml_fp16_t), stride, GGML_TYPE_F16, w, scale, rank,
-                      n - o0);
+// The same for F32 rows, as ggml's F32 dot product sums it: simd_order_sum,
+// then the last rank % 64 products by tail_fused_dot's rule (in float, the
+// last of them fused).
+void add_block_f32_simd_order(float* out, const char* b, size_t stride, const float* w, float scale,
+                              int64_t rank, int64_t width) {
+  const int64_t np = rank & ~int64_t(63);
+  __m512 sum = simd_order_sum(
+      b, stride, w, np, [](const char* row) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row)); });
+  const int64_t fused_from = np + ((rank - np) & ~(width - 1));
+  for (int64_t k = np; k < rank; ++k) {
+    const __m512 bk = _mm512_loadu_ps(reinterpret_cast<const float*>(b + size_t(k) * stride));
+    const __m512 wk = _mm512_set1_ps(w[k]);
+    sum = k < fused_from ? _mm512_add_ps(sum, _mm512_mul_ps(wk, bk)) : _mm512_fmadd_ps(wk, bk, sum);
+  }
+  _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), _mm512_mul_ps(sum, _mm512_set1_ps(scale))));
 }
 
-// Whether add_rows_f16_simd_order gives add_rows_ggml_dot's results (ggml's
-// own F16 dot product) to the bit in this binary, found once on random rows
-// of several ranks: it does where ggml was built for AVX-512 without AVX-512
-// FP16 by the compiler graft was.
-bool f16_simd_order_matches() {
-  static const bool same = [] {
+// Blocks of 16 outputs in ggml's vector order (F16 or F32 rows), the last
+// n % 16 through ggml's own dot product.
+void add_rows_simd_order(float* out, const char* b, size_t stride, ggml_type type, const float* w,
+                         float scale, int64_t rank, int64_t n) {
+  const size_t es = ggml_type_size(type);
+  int64_t o0 = 0;
+  for (; o0 + 16 <= n; o0 += 16) {
+    if (type == GGML_TYPE_F16) {
+      add_block_f16_simd_order(out + o0, b + size_t(o0) * es, stride, w, scale, rank);
+    } else {
+      add_block_f32_simd_order(out + o0, b + size_t(o0) * es, stride, w, scale, rank, f32_tail_width());
+    }
+  }
+  if (o0 < n) add_rows_ggml_dot(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, n - o0);
+}
+
+// Whether add_rows_simd_order gives add_rows_ggml_dot's results (ggml's own
+// dot product) to the bit for F16 or F32 rows in this binary, found once per
+// type on random rows of several ranks: it does where ggml was built for
+// AVX-512 (without AVX-512 FP16) by the compiler graft was.
+bool simd_order_matches(ggml_type type) {
+  auto check = [](ggml_type t) {
+    probe_traits(t);
+    if (t == GGML_TYPE_F32 && f32_tail_width() == 0) return false;
     constexpr int64_t kOut = 40;  // two blocks of 16 and a tail
     std::mt19937 rng(9);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (int64_t rank : {64, 80, 128, 191}) {
-      std::vector<ggml_fp16_t> b(static_cast<size_t>(rank * kOut));
-      for (ggml_fp16_t& v : b) v = ggml_fp32_to_fp16(uniform(rng));
+      std::vector<float> values(static_cast<size_t>(rank * kOut));
+      for (float& v : values) v = uniform(rng);
+      std::vector<char> b(static_cast<size_t>(rank * kOut) * ggml_type_size(t));
+      if (t == GGML_TYPE_F16) {
+        ggml_cpu_fp32_to_fp16(values.data(), reinterpret_cast<ggml_fp16_t*>(b.data()), rank * kOut);
+      } else {
+        std::memcpy(b.data(), values.data(), b.size());
+      }
       std::vector<float> w(static_cast<size_t>(rank));
-      for (float& v : w) v = round_input(GGML_TYPE_F16, uniform(rng));
+      for (float& v : w) v = round_input(t, uniform(rng));
       std::vector<float> want(kOut, 0.5f), got(kOut, 0.5f);
-      const char* rows = reinterpret_cast<const char*>(b.data());
-      const size_t stride = kOut * sizeof(ggml_fp16_t);
-      add_rows_ggml_dot(want.data(), rows, stride, GGML_TYPE_F16, w.data(), 0.75f, rank, kOut);
-      add_rows_f16_simd_order(got.data(), rows, stride, w.data(), 0.75f, rank, kOut);
+      const size_t stride = kOut * ggml_type_size(t);
+      add_rows_ggml_dot(want.data(), b.data(), stride, t, w.data(), 0.75f, rank, kOut);
+      add_rows_simd_order(got.data(), b.data(), stride, t, w.data(), 0.75f, rank, kOut);
       if (std::memcmp(want.data(), got.data(), sizeof(float) * kOut) != 0) return false;
     }
     return true;
-  }();
-  return same;
+  };
+  static const bool f16 = check(GGML_TYPE_F16);
+  static const bool f32 = check(GGML_TYPE_F32);
+  return type == GGML_TYPE_F16 ? f16 : type == GGML_TYPE_F32 ? f32 : false;
 }
 #endif
 
@@ -377,9 +453,8 @@ void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, cons
   while (rank > 0 && w[rank - 1] == 0.0f) --rank;
   const char* base =
       static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
-  const int64_t width = b->type == GGML_TYPE_F32 && rank < kGgmlMinSimdDot ? f32_tail_width() : 0;
-  if (width != 0) {
-    add_rows_f32(out, base, b->nb[1], w, scale, rank, n, width);
+  if (b->type == GGML_TYPE_F32 && rank < f32_in_order_below()) {
+    add_rows_f32(out, base, b->nb[1], w, scale, rank, n, f32_tail_width());
   } else if (b->type != GGML_TYPE_F32 && rank < in_order_below(b->type)) {
 #if defined(__AVX512F__)
     add_rows_exact_avx512(out, base, b->nb[1], b->type, w, scale, rank, n);
@@ -387,8 +462,8 @@ void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, cons
     add_rows_exact(out, base, b->nb[1], b->type, w, scale, rank, n);
 #endif
 #if defined(__AVX512F__)
-  } else if (b->type == GGML_TYPE_F16 && f16_simd_order_matches()) {
-    add_rows_f16_simd_order(out, base, b->nb[1], w, scale, rank, n);
+  } else if (simd_order_matches(b->type)) {
+    add_rows_simd_order(out, base, b->nb[1], b->type, w, scale, rank, n);
 #endif
   } else {
     add_rows_ggml_dot(out, base, b->nb[1], b->type, w, scale, rank, n);
@@ -475,9 +550,11 @@ LoraKernels lora_kernels() {
   k.bf16_in_order_below = in_order_below(GGML_TYPE_BF16);
 #if defined(__AVX512F__)
   k.avx512 = true;
-  k.f16_simd_order = f16_simd_order_matches();
+  k.f16_simd_order = simd_order_matches(GGML_TYPE_F16);
+  k.f32_simd_order = simd_order_matches(GGML_TYPE_F32);
 #endif
   k.f32_tail_width = f32_tail_width();
+  k.f32_in_order_below = f32_in_order_below();
   return k;
 }
 

@@ -20,22 +20,24 @@
 //   AVX-512, 32 with AVX2; found by asking ggml), where ggml sums a dot
 //   product in order: A x rounded to the adapter's type, each product exact
 //   in float, summed in double, vectorized over outputs here;
-// - F16 from there on AVX-512: ggml's vector order (four 16-wide
-//   accumulators, its reduction tree, the tail in double), vectorized over
-//   outputs, one lane register per element of the 64-wide step;
-// - F32 below 32: products rounded to float and summed in float, in order,
-//   the last rank % W of them fused, as GCC compiles ggml's scalar loop (a
-//   W-wide vector body whose in-order sum keeps each product's rounding, then
-//   a contracted scalar tail); W (4 with AVX2, 8 with AVX-512) is found once
-//   by asking ggml's own dot product;
-// - the rest (F32 from 32, BF16 past its step, any kernel that does not
-//   match the ggml it links): through ggml's own dot product on gathered
-//   columns of B (slower: with 8 rank-16 F32 adapters this way, decoding
-//   ran at half the F16 speed).
-// Before the probed limits and the F16 vector order, every F16 rank from 32
-// went the slow way: 8 rank-32 adapters decoded at 0.19x the base rate, 8
-// rank-64 ones at 0.11x; now 0.70x and 0.42x (graft bench, Q4_0 1B, 8 rows,
-// steps interleaved).
+// - F32 below ggml's SIMD step (64 with AVX-512, 32 with AVX2): products
+//   rounded to float and summed in float, in order, the last rank % W of
+//   them fused, as GCC compiles ggml's scalar loop (a W-wide vector body
+//   whose in-order sum keeps each product's rounding, then a contracted
+//   scalar tail); W (4 with AVX2, 8 with AVX-512) and the step are found
+//   once by asking ggml's own dot product;
+// - F16 and F32 from there on AVX-512: ggml's vector order (four 16-wide
+//   accumulators, its reduction tree, then the tail as above: in double for
+//   F16, by the W rule for F32), vectorized over outputs, one register per
+//   lane of the 64-wide step;
+// - the rest (BF16 past its step, any kernel that does not match the ggml
+//   it links): through ggml's own dot product on gathered columns of B
+//   (slower: with 8 rank-16 F32 adapters this way, decoding ran at half the
+//   F16 speed).
+// Before the probed steps and the vector order, every F16 and F32 rank from
+// 32 went the slow way: 8 rank-32 F16 adapters decoded at 0.19x the base
+// rate, 8 rank-64 ones at 0.11x; now 0.70x and 0.42x (graft bench, Q4_0 1B,
+// 8 rows, steps interleaved).
 // tests/model/lora_ops_test.cpp checks each against ggml.
 #pragma once
 
@@ -68,7 +70,9 @@ struct LoraKernels {
   int64_t f16_in_order_below = 0;   // F16 ranks below this: summed in order, in double
   int64_t bf16_in_order_below = 0;  // the same for BF16
   bool f16_simd_order = false;      // F16 ranks from there: ggml's AVX-512 order, 16 outputs at a time
-  int64_t f32_tail_width = 0;       // F32 ranks below 32: in float, the last rank % width fused
+  int64_t f32_tail_width = 0;       // F32: in float, the last rank % width fused ...
+  int64_t f32_in_order_below = 0;   // ... for ranks below this
+  bool f32_simd_order = false;      // F32 ranks from there: ggml's AVX-512 order
 };
 LoraKernels lora_kernels();
 

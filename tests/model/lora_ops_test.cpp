@@ -182,8 +182,11 @@ TEST(LoraAdd, TheFastKernelsRunOnAvx512Builds) {
     EXPECT_EQ(k.bf16_in_order_below, 64);
     EXPECT_TRUE(k.f16_simd_order);
     EXPECT_EQ(k.f32_tail_width, 8);
+    EXPECT_EQ(k.f32_in_order_below, 64);
+    EXPECT_TRUE(k.f32_simd_order);
   } else {
     EXPECT_FALSE(k.f16_simd_order);
+    EXPECT_FALSE(k.f32_simd_order);
     EXPECT_GE(k.f16_in_order_below, 32)
         << "ggml's F16 dot product sums rows below 32 in order on every x86 build";
   }
