@@ -147,29 +147,32 @@ float tail_fused_dot(const float* x, const float* y, int64_t n, int64_t width) {
   return sum;
 }
 
+// Whether ggml's own F32 dot product of random rows of length n (below 64)
+// sums as tail_fused_dot does with this width.
+bool tail_rule_fits(int64_t width, int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::array<float, 64> x{}, y{};
+  for (int64_t k = 0; k < n; ++k) {
+    x[size_t(k)] = uniform(rng);
+    y[size_t(k)] = uniform(rng);
+  }
+  float want = 0.0f;
+  probe_traits(GGML_TYPE_F32)->vec_dot(int(n), &want, 0, x.data(), 0, y.data(), 0, 1);
+  const float got = tail_fused_dot(x.data(), y.data(), n, width);
+  return std::memcmp(&want, &got, sizeof(float)) == 0;
+}
+
 // The width of that rule for the ggml this binary links, found once by
 // asking ggml's own dot product on random rows of every short length: 4 with
 // AVX2 and 8 with AVX-512 builds by GCC 12. 0: no width fits, and every F32
 // term goes through ggml's dot product (add_rows_ggml_dot).
 int64_t f32_tail_width() {
   static const int64_t width = [] {
-    const ggml_type_traits_cpu* traits = probe_traits(GGML_TYPE_F32);
     std::mt19937 rng(7);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::array<float, kGgmlMinSimdDot> x{}, y{};
     for (int64_t width : {4, 8, 16}) {
       bool fits = true;
-      for (int trial = 0; trial < 4 * int(kGgmlMinSimdDot) && fits; ++trial) {
-        const int64_t n = 1 + trial % (kGgmlMinSimdDot - 1);
-        for (int64_t k = 0; k < n; ++k) {
-          x[size_t(k)] = uniform(rng);
-          y[size_t(k)] = uniform(rng);
-        }
-        float want = 0.0f;
-        traits->vec_dot(int(n), &want, 0, x.data(), 0, y.data(), 0, 1);
-        const float got = tail_fused_dot(x.data(), y.data(), n, width);
-        fits = std::memcmp(&want, &got, sizeof(float)) == 0;
-      }
+      for (int trial = 0; trial < 4 * int(kGgmlMinSimdDot) && fits; ++trial)
+        fits = tail_rule_fits(width, 1 + trial % (kGgmlMinSimdDot - 1), rng);
       if (fits) return width;
     }
     return int64_t(0);
@@ -184,20 +187,10 @@ int64_t f32_in_order_below() {
   static const int64_t limit = [] {
     const int64_t width = f32_tail_width();
     if (width == 0) return int64_t(0);
-    const ggml_type_traits_cpu* traits = probe_traits(GGML_TYPE_F32);
     std::mt19937 rng(13);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::array<float, 64> x{}, y{};
     for (int64_t n = kGgmlMinSimdDot; n < 64; ++n) {
       for (int trial = 0; trial < 4; ++trial) {
-        for (int64_t k = 0; k < n; ++k) {
-          x[size_t(k)] = uniform(rng);
-          y[size_t(k)] = uniform(rng);
-        }
-        float want = 0.0f;
-        traits->vec_dot(int(n), &want, 0, x.data(), 0, y.data(), 0, 1);
-        const float got = tail_fused_dot(x.data(), y.data(), n, width);
-        if (std::memcmp(&want, &got, sizeof(float)) != 0) return kGgmlMinSimdDot;
+        if (!tail_rule_fits(width, n, rng)) return kGgmlMinSimdDot;
       }
     }
     return int64_t(64);
