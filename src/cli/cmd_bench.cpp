@@ -305,9 +305,15 @@ void bench_lora(Model& model, Forward& forward, KvCache& cache, const BenchOptio
   std::printf("%-14s %12.2f %10.2f\n", "batched8", base.mean, base.sd);
   std::printf("%-14s %12.2f %10.2f  (%.3f of base)\n", "batched8-lora", lora.mean, lora.sd,
               lora.mean / base.mean);
-  std::printf("%-14s %12.3f %10s  (steps interleaved: base %.2f ms, lora %.2f ms a step, total of %d each)\n",
-              "lora/base", base_ms.total / lora_ms.total, "-", base_ms.total / base_ms.n,
-              lora_ms.total / lora_ms.n, base_ms.n);
+  if (base_ms.n > 0 && lora_ms.n > 0) {
+    std::printf(
+        "%-14s %12.3f %10s  (steps interleaved: base %.2f ms, lora %.2f ms a step, total of %d each)\n",
+        "lora/base", base_ms.total / lora_ms.total, "-", base_ms.total / base_ms.n, lora_ms.total / lora_ms.n,
+        base_ms.n);
+  } else {
+    std::printf("%-14s %12s %10s  (steps interleaved: none timed; --batched-gen must be above 1)\n",
+                "lora/base", "-", "-");
+  }
 }
 
 }  // namespace

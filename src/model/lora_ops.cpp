@@ -199,11 +199,9 @@ int64_t f32_in_order_below() {
 }
 
 // The same rule for F32 rows of B, vectorized over outputs: out[o] += scale *
-// sum_k w[k] B[k][o]. The stacks pad an adapter's rank with zeros, so its own
-// rank ends at the last nonzero w (see add_rows_ggml_dot).
+// sum_k w[k] B[k][o], rank the adapter's own (add_b_term).
 void add_rows_f32(float* out, const char* b, size_t stride, const float* w, float scale, int64_t rank,
                   int64_t n, int64_t width) {
-  while (rank > 0 && w[rank - 1] == 0.0f) --rank;
   const int64_t fused_from = rank & ~(width - 1);
   for (int64_t o0 = 0; o0 < n; o0 += kChunk) {
     const int64_t m = std::min(kChunk, n - o0);
@@ -229,13 +227,9 @@ void add_rows_f32(float* out, const char* b, size_t stride, const float* w, floa
 // so each sum is rounded exactly as ggml_mul_mat rounds it on this CPU: the
 // order of its vector accumulators and of its contracted scalar tail depends
 // on the CPU and on how ggml was compiled. B's column of a block of outputs is
-// gathered into rows first. The stacks pad an adapter's rank with zeros, so
-// its own rank ends at the last nonzero w (should A x be exactly 0 there, the
-// rank ggml's split sees may move: a last-bit difference at most, in a case
-// that needs exact cancellation).
+// gathered into rows first. rank is the adapter's own (add_b_term).
 void add_rows_ggml_dot(float* out, const char* b, size_t stride, ggml_type type, const float* w, float scale,
                        int64_t rank, int64_t n) {
-  while (rank > 0 && w[rank - 1] == 0.0f) --rank;
   if (rank == 0) return;
   const ggml_type_traits_cpu* traits = ggml_get_type_traits_cpu(type);
   const size_t es = ggml_type_size(type);
@@ -442,7 +436,10 @@ void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, cons
   int64_t rank = b->ne[1];
   for (int64_t k = 0; k < rank; ++k) w[k] = round_input(b->type, ax[k]);
   // The stacks pad an adapter's rank with zeros: its own rank, the length of
-  // the dot products ggml sums, ends at the last nonzero w.
+  // the dot products ggml sums, ends at the last nonzero w (should A x be
+  // exactly 0 there, the rank ggml's split sees may move: a last-bit
+  // difference at most, in a case that needs exact cancellation). Every
+  // kernel below takes that rank.
   while (rank > 0 && w[rank - 1] == 0.0f) --rank;
   const char* base =
       static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
