@@ -132,7 +132,8 @@ class LoraSet {
 
   // The stacked matrices of one (layer, target) for one type, or nulls when
   // no mounted adapter of that type touches it. A: [n_in, max_rank,
-  // n_slots]; B, transposed: [n_out, max_rank, n_slots] (see lora_ops.h).
+  // n_slots]; B, transposed and blocked by outputs (lora_ops.h
+  // new_lora_b_stack).
   struct Stack {
     ggml_tensor* a = nullptr;
     ggml_tensor* b = nullptr;

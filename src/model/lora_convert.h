@@ -18,9 +18,10 @@ namespace graft {
 // floats of a converted matrix.
 void copy_rows(const LoraMatrix& m, ggml_type type, void* dst, std::vector<float>& scratch);
 
-// The columns of the n_out x rank matrix m as rows of type `type`: column k
-// to dst + k * row_bytes.
-void copy_columns(const LoraMatrix& m, int64_t n_out, int rank, ggml_type type, uint8_t* dst,
-                  size_t row_bytes, std::vector<float>& scratch);
+// The columns of the n_out x rank matrix m, in type `type`, into one slot of
+// a B stack of rank stack_rank (lora_ops.h lora_b_index): column k's output
+// o to element lora_b_index(stack_rank, k, o) of dst.
+void copy_columns(const LoraMatrix& m, int64_t n_out, int rank, int64_t stack_rank, ggml_type type,
+                  uint8_t* dst, std::vector<float>& scratch);
 
 }  // namespace graft

@@ -22,6 +22,7 @@ namespace {
 // This file is built without floating-point contraction: a multiply and an
 // add stay two roundings, as ggml's separate ops round.
 constexpr int64_t kChunk = 32;  // outputs whose accumulators stay in registers
+
 // ggml's smallest SIMD step for dot products (AVX2's): below it, its F32
 // dot product runs the scalar loop f32_tail_width describes.
 constexpr int64_t kGgmlMinSimdDot = 32;
@@ -81,12 +82,12 @@ inline __m512d load8(ggml_type type, const char* src) {
 // or BF16 value is exact in float, so one fused multiply-add in double rounds
 // as adding that float product does, with no float multiply and no shuffles
 // to widen it. Each pass reads 16 * kVecs bytes of each of B's rows in turn
-// and prefetches what the pass four ahead reads there: the hardware's
-// prefetch left the B side waiting on memory (graft bench, Q4_0 1B, 8 rows, 8
-// rank-16 adapters: 0.80 -> 0.85-0.9 of base).
+// and prefetches those `ahead` bytes further on (the next blocks of B's
+// stacks): the hardware's prefetch left the B side waiting on memory (graft
+// bench, Q4_0 1B, 8 rows, 8 rank-16 adapters: 0.80 -> 0.85-0.9 of base).
 template <int kVecs>
 void add_block_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
-                            float scale, int64_t rank) {
+                            float scale, int64_t rank, size_t ahead) {
   const size_t es = ggml_type_size(type);
   __m512d acc[kVecs];
 #pragma GCC unroll 16
@@ -95,8 +96,7 @@ void add_block_exact_avx512(float* out, const char* b, size_t stride, ggml_type 
     if (w[k] == 0.0f) continue;
     const char* row = b + size_t(k) * stride;
 #pragma GCC unroll 8
-    for (size_t l = 0; l < size_t(8 * kVecs) * es; l += 64)
-      _mm_prefetch(row + size_t(32 * kVecs) * es + l, _MM_HINT_T0);
+    for (size_t l = 0; l < size_t(8 * kVecs) * es; l += 64) _mm_prefetch(row + ahead + l, _MM_HINT_T0);
     const __m512d wk = _mm512_set1_pd(double(w[k]));
 #pragma GCC unroll 16
     for (int v = 0; v < kVecs; ++v)
@@ -111,13 +111,13 @@ void add_block_exact_avx512(float* out, const char* b, size_t stride, ggml_type 
 }
 
 void add_rows_exact_avx512(float* out, const char* b, size_t stride, ggml_type type, const float* w,
-                           float scale, int64_t rank, int64_t n) {
+                           float scale, int64_t rank, int64_t n, size_t ahead) {
   const size_t es = ggml_type_size(type);
   int64_t o0 = 0;
   for (; o0 + 128 <= n; o0 += 128)
-    add_block_exact_avx512<16>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
+    add_block_exact_avx512<16>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, ahead);
   for (; o0 + 8 <= n; o0 += 8)
-    add_block_exact_avx512<1>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank);
+    add_block_exact_avx512<1>(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, ahead);
   if (o0 < n) add_rows_exact(out + o0, b + size_t(o0) * es, stride, type, w, scale, rank, n - o0);
 }
 #endif
@@ -429,11 +429,14 @@ const T& at(const ggml_tensor* t, int64_t i0, int64_t i1, int64_t i2) {
                                      i2 * t->nb[2]);
 }
 
-// B's term of one route entry over outputs [0, n) of a row: out += scale *
-// B_slot w, w = A x rounded as ggml rounds a matmul's input for B's type.
+// B's term of one route entry over outputs [o0, o0 + n) of a row: out +=
+// scale * B_slot w, w = A x rounded as ggml rounds a matmul's input for B's
+// type. B's slot is read block by block (lora_b_index), each block's rows of
+// kLoraBBlock outputs one after the other, so the term reads one run of
+// memory from start to end.
 void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, const float* ax, float* w,
                 float scale, int64_t n) {
-  int64_t rank = b->ne[1];
+  int64_t rank = b->ne[0] / kLoraBBlock;
   for (int64_t k = 0; k < rank; ++k) w[k] = round_input(b->type, ax[k]);
   // The stacks pad an adapter's rank with zeros: its own rank, the length of
   // the dot products ggml sums, ends at the last nonzero w (should A x be
@@ -441,22 +444,30 @@ void add_b_term(float* out, const ggml_tensor* b, int32_t slot, int64_t o0, cons
   // difference at most, in a case that needs exact cancellation). Every
   // kernel below takes that rank.
   while (rank > 0 && w[rank - 1] == 0.0f) --rank;
-  const char* base =
-      static_cast<const char*>(b->data) + size_t(slot) * b->nb[2] + size_t(o0) * ggml_type_size(b->type);
-  if (b->type == GGML_TYPE_F32 && rank < f32_in_order_below()) {
-    add_rows_f32(out, base, b->nb[1], w, scale, rank, n, f32_tail_width());
-  } else if (b->type != GGML_TYPE_F32 && rank < in_order_below(b->type)) {
+  const size_t es = ggml_type_size(b->type);
+  const size_t stride = size_t(kLoraBBlock) * es;  // between rows within a block
+  const char* slot_data = static_cast<const char*>(b->data) + size_t(slot) * b->nb[2];
+  for (int64_t o = o0; o < o0 + n;) {
+    const int64_t block = o / kLoraBBlock;
+    const int64_t m = std::min(o0 + n, (block + 1) * kLoraBBlock) - o;
+    const char* base = slot_data + size_t(block) * b->nb[1] + size_t(o % kLoraBBlock) * es;
+    float* dst = out + (o - o0);
+    if (b->type == GGML_TYPE_F32 && rank < f32_in_order_below()) {
+      add_rows_f32(dst, base, stride, w, scale, rank, m, f32_tail_width());
+    } else if (b->type != GGML_TYPE_F32 && rank < in_order_below(b->type)) {
 #if defined(__AVX512F__)
-    add_rows_exact_avx512(out, base, b->nb[1], b->type, w, scale, rank, n);
+      add_rows_exact_avx512(dst, base, stride, b->type, w, scale, rank, m, b->nb[1]);
 #else
-    add_rows_exact(out, base, b->nb[1], b->type, w, scale, rank, n);
+      add_rows_exact(dst, base, stride, b->type, w, scale, rank, m);
 #endif
 #if defined(__AVX512F__)
-  } else if (simd_order_matches(b->type)) {
-    add_rows_simd_order(out, base, b->nb[1], b->type, w, scale, rank, n);
+    } else if (simd_order_matches(b->type)) {
+      add_rows_simd_order(dst, base, stride, b->type, w, scale, rank, m);
 #endif
-  } else {
-    add_rows_ggml_dot(out, base, b->nb[1], b->type, w, scale, rank, n);
+    } else {
+      add_rows_ggml_dot(dst, base, stride, b->type, w, scale, rank, m);
+    }
+    o += m;
   }
 }
 
@@ -534,6 +545,11 @@ void lora_add_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 }  // namespace
 
+ggml_tensor* new_lora_b_stack(ggml_context* ctx, ggml_type type, int64_t n_out, int64_t rank,
+                              int64_t n_slots) {
+  return ggml_new_tensor_3d(ctx, type, kLoraBBlock * rank, lora_b_blocks(n_out), n_slots);
+}
+
 LoraKernels lora_kernels() {
   LoraKernels k;
   k.f16_in_order_below = in_order_below(GGML_TYPE_F16);
@@ -562,8 +578,8 @@ ggml_tensor* lora_add(ggml_context* ctx, ggml_tensor* y, ggml_tensor* x, ggml_te
     const int t = type_index(g.b->type);
     GGML_ASSERT(t >= 0 && !seen[size_t(t)] && g.a->type == g.b->type);
     seen[size_t(t)] = true;
-    GGML_ASSERT(g.b->ne[0] == y->ne[0] && g.a->ne[0] == x->ne[0]);
-    GGML_ASSERT(g.a->ne[1] == g.b->ne[1] && g.a->ne[2] == g.b->ne[2]);
+    GGML_ASSERT(g.b->ne[1] == lora_b_blocks(y->ne[0]) && g.a->ne[0] == x->ne[0]);
+    GGML_ASSERT(g.b->ne[0] == kLoraBBlock * g.a->ne[1] && g.a->ne[2] == g.b->ne[2]);
     args[n_args++] = g.a;
     args[n_args++] = g.b;
   }

@@ -7,6 +7,7 @@
 
 #include "io/prefault.h"
 #include "model/lora_convert.h"
+#include "model/lora_ops.h"
 #include "model/model.h"
 
 namespace graft {
@@ -60,7 +61,7 @@ Status LoraStacks::lay_out(int n_slots, int max_rank, const std::vector<bool>& w
     const LoraTarget target = LoraTarget(int(i) % kLoraTargetCount);
     const int layer = int(i) / kLoraTargetCount;
     stacks[i].a = ggml_new_tensor_3d(ctx.get(), type_, lora_n_in(config_, layer, target), max_rank, n_slots);
-    stacks[i].b = ggml_new_tensor_3d(ctx.get(), type_, lora_n_out(config_, layer, target), max_rank, n_slots);
+    stacks[i].b = new_lora_b_stack(ctx.get(), type_, lora_n_out(config_, layer, target), max_rank, n_slots);
     ggml_format_name(stacks[i].a, "lora_a.%s.%zu", ggml_type_name(type_), i);
     ggml_format_name(stacks[i].b, "lora_b.%s.%zu", ggml_type_name(type_), i);
   }
@@ -97,19 +98,22 @@ Status LoraStacks::lay_out(int n_slots, int max_rank, const std::vector<bool>& w
     }
   }
 
-  // Carry the mounted adapters over, padding their rank: the rows of A and
-  // of B (one per rank index) keep their layout, and the new ones stay zero.
-  const size_t es = ggml_type_size(type_);
+  // Carry the mounted adapters over, padding their rank: the rows of A (one
+  // per rank index) and each block of B's rows keep their layout, and the
+  // new rows stay zero.
   for (size_t i = 0; i < stacks.size(); ++i) {
     const LoraSet::Stack& old = stacks_[i];
     if (!old.a) continue;
-    const int64_t r_old = old.a->ne[1];
     for (int s = 0; s < int(old.a->ne[2]); ++s) {
       if (!used(s)) continue;
       for (auto [from, to] : {std::pair{old.a, stacks[i].a}, std::pair{old.b, stacks[i].b}}) {
         const auto* src = static_cast<const uint8_t*>(from->data) + size_t(s) * from->nb[2];
         auto* dst = static_cast<uint8_t*>(to->data) + size_t(s) * to->nb[2];
-        std::memcpy(dst, src, size_t(r_old * from->ne[0]) * es);
+        // A: one run of the old rank's rows; B: one per block of outputs.
+        const int64_t runs = from == old.a ? 1 : from->ne[1];
+        const size_t run_bytes = from == old.a ? size_t(from->ne[1]) * from->nb[1] : from->nb[1];
+        for (int64_t j = 0; j < runs; ++j)
+          std::memcpy(dst + size_t(j) * to->nb[1], src + size_t(j) * from->nb[1], run_bytes);
       }
     }
   }
@@ -136,10 +140,12 @@ void LoraStacks::write_pair(int slot, const LoraPair& p) {
   auto* a = static_cast<uint8_t*>(st.a->data) + size_t(slot) * st.a->nb[2];
   prefault_writable(a, size_t(p.rank) * st.a->nb[1]);
   copy_rows(p.a, type_, a, scratch_);
-  // B is stored transposed: row k holds column k of the n_out x rank matrix.
+  // B is stored transposed (row k holds column k of the n_out x rank
+  // matrix) and blocked by outputs (lora_ops.h lora_b_index).
   auto* b = static_cast<uint8_t*>(st.b->data) + size_t(slot) * st.b->nb[2];
-  prefault_writable(b, size_t(p.rank) * st.b->nb[1]);
-  copy_columns(p.b, st.b->ne[0], p.rank, type_, b, st.b->nb[1], scratch_);
+  prefault_writable(b, size_t(st.b->ne[1]) * st.b->nb[1]);
+  copy_columns(p.b, lora_n_out(config_, p.layer, p.target), p.rank, st.b->ne[0] / kLoraBBlock, type_, b,
+               scratch_);
 }
 
 void LoraStacks::clear(int slot) {

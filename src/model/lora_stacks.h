@@ -1,8 +1,8 @@
 // LoraStacks: the stacked matrices of the mounted adapters of one storage
 // type. Per (layer, target) that some adapter touches there is an A stack
-// [n_in, max_rank, n_slots] and a B stack, transposed, [n_out, max_rank,
-// n_slots] (lora_ops.h says why), each adapter in one slot, padded with
-// zeros to the largest rank.
+// [n_in, max_rank, n_slots] and a B stack, transposed and blocked by outputs
+// (lora_ops.h new_lora_b_stack says how and why), each adapter in one slot,
+// padded with zeros to the largest rank.
 //
 // The stacks live in memory reserved for many slots at once (ReservedMemory:
 // zero and free until written), laid out slot by slot: every stack tensor

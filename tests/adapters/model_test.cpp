@@ -10,6 +10,7 @@
 #include "adapters/peft.h"
 #include "engine/generate.h"
 #include "fixtures.h"
+#include "model/lora_ops.h"
 
 namespace graft {
 namespace {
@@ -142,7 +143,7 @@ TEST(AdaptersOnModel, WeightsReadInPlaceMountInTheirOwnType) {
     for (const LoraPair& p : file.pairs) {
       const LoraSet::Stack st = set.stack(p.layer, p.target, place.type);
       ASSERT_TRUE(st.a && st.b);
-      // A's rows as stored; B transposed (row k = column k).
+      // A's rows as stored; B transposed (row k = column k) and blocked by outputs.
       const auto* a = static_cast<const uint8_t*>(st.a->data) + size_t(place.index) * st.a->nb[2];
       EXPECT_EQ(std::memcmp(a, p.a.data, ggml_row_size(c.type, p.a.n)), 0) << c.name << " lora_a";
       const int64_t n_out = p.b.n / p.rank;
@@ -151,7 +152,8 @@ TEST(AdaptersOnModel, WeightsReadInPlaceMountInTheirOwnType) {
       const auto* stored = static_cast<const uint8_t*>(p.b.data);
       for (int64_t o = 0; o < n_out; o += 7) {
         for (int k = 0; k < p.rank; ++k) {
-          ASSERT_EQ(std::memcmp(b + size_t(k) * st.b->nb[1] + size_t(o) * es,
+          const int64_t stack_rank = st.b->ne[0] / kLoraBBlock;
+          ASSERT_EQ(std::memcmp(b + size_t(lora_b_index(stack_rank, k, o)) * es,
                                 stored + size_t(o * p.rank + k) * es, es),
                     0)
               << c.name << " lora_b row " << o << " rank " << k;

@@ -89,10 +89,13 @@ std::pair<std::vector<float>, std::vector<float>> both_ways(const std::vector<Te
     const Term& t = terms[size_t(u)];
     const unsigned term_seed = seed + 10 * unsigned(u + 1);
     // The stacks, each slot's rank padded with zeros: A [kIn, stack_rank,
-    // kSlots] and B transposed [kOut, stack_rank, kSlots]; and ggml's B of
-    // each slot, [rank, kOut] as llama.cpp holds it.
-    std::vector<float> a_stacked(size_t(kIn * t.stack_rank * kSlots), 0.0f);
-    std::vector<float> b_stacked(size_t(kOut * t.stack_rank * kSlots), 0.0f);
+    // kSlots] and B transposed and blocked (new_lora_b_stack); and ggml's B
+    // of each slot, [rank, kOut] as llama.cpp holds it.
+    ggml_tensor* a_stack = ggml_new_tensor_3d(ctx, t.type, kIn, t.stack_rank, kSlots);
+    ggml_tensor* b_stack = new_lora_b_stack(ctx, t.type, kOut, t.stack_rank, kSlots);
+    std::vector<float> a_stacked(size_t(ggml_nelements(a_stack)), 0.0f);
+    std::vector<float> b_stacked(size_t(ggml_nelements(b_stack)), 0.0f);
+    const int64_t b_slot = b_stack->ne[0] * b_stack->ne[1];
     std::vector<ggml_tensor*> b_ref(static_cast<size_t>(kSlots));
     for (int64_t s = 0; s < kSlots; ++s) {
       const std::vector<float> a = random_values(size_t(kIn * t.rank), term_seed + unsigned(2 * s), 0.5f);
@@ -101,13 +104,11 @@ std::pair<std::vector<float>, std::vector<float>> both_ways(const std::vector<Te
       std::copy(a.begin(), a.end(), a_stacked.begin() + s * kIn * t.stack_rank);
       for (int k = 0; k < t.rank; ++k) {
         for (int64_t o = 0; o < kOut; ++o)
-          b_stacked[size_t((s * t.stack_rank + k) * kOut + o)] = b[size_t(o * t.rank + k)];
+          b_stacked[size_t(s * b_slot + lora_b_index(t.stack_rank, k, o))] = b[size_t(o * t.rank + k)];
       }
       b_ref[size_t(s)] = ggml_new_tensor_2d(ctx, t.type, t.rank, kOut);
       store(b_ref[size_t(s)], b);
     }
-    ggml_tensor* a_stack = ggml_new_tensor_3d(ctx, t.type, kIn, t.stack_rank, kSlots);
-    ggml_tensor* b_stack = ggml_new_tensor_3d(ctx, t.type, kOut, t.stack_rank, kSlots);
     store(a_stack, a_stacked);
     store(b_stack, b_stacked);
     groups.push_back({a_stack, b_stack});
